@@ -1,0 +1,113 @@
+"""Action distributions on the learner side (TensorFlow).
+
+- Categorical on raw logits ``[..., K]`` (discrete heads use activation=None).
+- Tanh-squashed diagonal Gaussian rescaled to a Box ``[low, high]``. The stored action
+  is the PRE-squash sample ``u``; the env action is
+  ``a = low + (tanh(u) + 1) / 2 * (high - low)``. Storing ``u`` avoids ``atanh`` of an
+  action that float32 rounding may have pushed onto the Box boundary (infinite ``u``).
+
+The rollout worker keeps its own NumPy twin of the sampling and log-prob code; these
+functions are the learner's differentiable versions.
+"""
+
+import math
+
+import tensorflow as tf
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
+
+
+def categorical_log_prob(logits, actions):
+    """log softmax(logits)[actions].
+
+    Args:
+      logits: ``[..., K]`` float, raw (unnormalized) scores.
+      actions: ``[...]`` integer action indices in ``[0, K)``.
+
+    Returns:
+      ``[...]`` float32 log-probabilities.
+    """
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    actions = tf.cast(actions, tf.int32)
+    rank = actions.shape.rank
+    return tf.gather(log_probs, actions, axis=rank, batch_dims=rank)
+
+
+def categorical_entropy(logits):
+    """``-sum_k p_k log p_k`` over the last axis of ``logits [..., K]``; returns ``[...]``."""
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    return -tf.reduce_sum(tf.exp(log_probs) * log_probs, axis=-1)
+
+
+def log_one_minus_tanh_sq(u):
+    """``log(1 - tanh(u)^2)`` computed as ``2 * (log 2 - u - softplus(-2u))``.
+
+    The naive form is ``log(0) = -inf`` once tanh rounds to +-1 (|u| >~ 9 in float32);
+    this identity stays finite and exact for any finite u.
+    """
+    u = tf.cast(u, tf.float32)
+    return 2.0 * (math.log(2.0) - u - tf.math.softplus(-2.0 * u))
+
+
+def squash_to_box(u, low, high):
+    """Env action ``low + (tanh(u) + 1) / 2 * (high - low)``; broadcasts over ``[..., A]``."""
+    low = tf.cast(low, tf.float32)
+    high = tf.cast(high, tf.float32)
+    return low + (tf.tanh(tf.cast(u, tf.float32)) + 1.0) * 0.5 * (high - low)
+
+
+def tanh_gaussian_log_prob(u, mean, log_std, half_range):
+    """Log-density of the env action ``a = squash_to_box(u, low, high)``.
+
+    Args:
+      u: ``[..., A]`` pre-squash samples (the stored actions; constants).
+      mean, log_std: ``[..., A]`` Gaussian parameters from the actor.
+      half_range: ``[A]`` (or broadcastable), ``(high - low) / 2`` per action dim.
+
+    Formula (change of variables, da/du = half_range * (1 - tanh(u)^2))::
+
+      log p(a) = sum_A [ log Normal(u; mean, exp(log_std))
+                         - log(1 - tanh(u)^2) - log(half_range) ]
+
+    Returns:
+      ``[...]`` float32, summed over the last axis.
+    """
+    u = tf.cast(u, tf.float32)
+    mean = tf.cast(mean, tf.float32)
+    log_std = tf.cast(log_std, tf.float32)
+    half_range = tf.cast(half_range, tf.float32)
+    z = (u - mean) * tf.exp(-log_std)
+    normal_logp = -0.5 * tf.square(z) - log_std - _HALF_LOG_2PI
+    jacobian = log_one_minus_tanh_sq(u) + tf.math.log(half_range)
+    return tf.reduce_sum(normal_logp - jacobian, axis=-1)
+
+
+def tanh_gaussian_entropy(mean, log_std, u, half_range):
+    """Single-sample estimate of the entropy of the squashed, rescaled Gaussian.
+
+    The entropy of ``a`` has no closed form, but by change of variables
+    ``H(a) = H(u) + E_u[log |da/du|]``. ``H(u)`` is the Gaussian's closed form, exact
+    and differentiable in log_std; the expectation is estimated at the given samples
+    ``u`` (normally the rollout's stored actions), which are held constant
+    (stop_gradient), so the entropy bonus's gradient flows through the Gaussian part
+    only::
+
+      H ~= sum_A [ 0.5 * log(2 pi e) + log_std ]
+           + sum_A [ log(1 - tanh(u)^2) + log(half_range) ]
+
+    Args:
+      mean: ``[..., A]``; unused by the formula (Gaussian entropy does not depend on
+        the mean), kept so the signature matches the other distribution functions.
+      log_std, u: ``[..., A]``. half_range: ``[A]`` (or broadcastable).
+
+    Returns:
+      ``[...]`` float32.
+    """
+    del mean
+    log_std = tf.cast(log_std, tf.float32)
+    u = tf.stop_gradient(tf.cast(u, tf.float32))
+    half_range = tf.cast(half_range, tf.float32)
+    gaussian = tf.reduce_sum(_HALF_LOG_2PI_E + log_std, axis=-1)
+    jacobian = tf.reduce_sum(log_one_minus_tanh_sq(u) + tf.math.log(half_range), axis=-1)
+    return gaussian + jacobian

@@ -1,0 +1,90 @@
+"""Actor and critic losses as pure functions returning ``(loss, metrics)``.
+
+Inputs are time-major ``[T, N]`` float32 tensors (any common shape works) with a 0/1
+``mask`` that is 0 on the reset step following a done: those entries are excluded from
+every mean, so they neither move the loss nor dilute it. Losses are scalars; metrics are
+dicts of scalar tensors, safe to return from a ``tf.function``.
+"""
+
+import tensorflow as tf
+
+# Below this variance (relative to the mean's scale) the targets are constant up to
+# float32 rounding, and explained variance would divide noise by noise.
+_EV_RELATIVE_EPS = 1e-12
+
+
+def masked_mean(x, mask):
+    """``sum(x * mask) / max(sum(mask), 1)``: the mean over unmasked entries.
+
+    The max keeps a fully masked batch at 0 instead of NaN.
+    """
+    x = tf.cast(x, tf.float32)
+    mask = tf.cast(mask, tf.float32)
+    return tf.reduce_sum(x * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def actor_loss(logp, advantages, entropy, mask, entropy_coef):
+    """Policy-gradient loss with an entropy bonus.
+
+    Args:
+      logp: ``[T, N]`` log pi(a_t | x_t) of the taken actions, differentiable.
+      advantages: ``[T, N]``; treated as constants (stop_gradient).
+      entropy: ``[T, N]`` per-step policy entropy, differentiable.
+      mask: ``[T, N]`` 0/1.
+      entropy_coef: scalar.
+
+    Formula::
+
+      pg   = -masked_mean(logp * stop_gradient(advantages))
+      loss = pg - entropy_coef * masked_mean(entropy)
+
+    Returns:
+      ``(loss, {"actor_loss": pg, "entropy": masked_mean(entropy)})``.
+    """
+    advantages = tf.stop_gradient(tf.cast(advantages, tf.float32))
+    pg = -masked_mean(tf.cast(logp, tf.float32) * advantages, mask)
+    mean_entropy = masked_mean(entropy, mask)
+    loss = pg - tf.cast(entropy_coef, tf.float32) * mean_entropy
+    return loss, {"actor_loss": pg, "entropy": mean_entropy}
+
+
+def _masked_variance(x, mask):
+    mean = masked_mean(x, mask)
+    return masked_mean(tf.square(x - mean), mask), mean
+
+
+def explained_variance(values, targets, mask):
+    """``1 - Var(targets - values) / Var(targets)`` over unmasked entries.
+
+    1 for perfect values, about 0 for predicting the mean, negative when worse. Returns
+    0 when the targets are constant (zero variance), where the ratio is undefined.
+    """
+    values = tf.stop_gradient(tf.cast(values, tf.float32))
+    targets = tf.stop_gradient(tf.cast(targets, tf.float32))
+    var_targets, mean_targets = _masked_variance(targets, mask)
+    var_residual, _ = _masked_variance(targets - values, mask)
+    degenerate = var_targets <= _EV_RELATIVE_EPS * (1.0 + tf.square(mean_targets))
+    safe_var = tf.where(degenerate, tf.ones_like(var_targets), var_targets)
+    return tf.where(degenerate, tf.zeros_like(var_targets), 1.0 - var_residual / safe_var)
+
+
+def critic_loss(values, targets, mask):
+    """Half mean squared error between V(s) and (constant) targets.
+
+    Args:
+      values: ``[T, N]`` V(x_t) from the critic being trained, differentiable.
+      targets: ``[T, N]`` returns bootstrapped from V_target; stop_gradient applied.
+      mask: ``[T, N]`` 0/1.
+
+    Formula::
+
+      loss = 0.5 * masked_mean((values - stop_gradient(targets)) ** 2)
+
+    Returns:
+      ``(loss, {"critic_loss": loss, "explained_variance": ev})``.
+    """
+    values = tf.cast(values, tf.float32)
+    targets = tf.stop_gradient(tf.cast(targets, tf.float32))
+    loss = 0.5 * masked_mean(tf.square(values - targets), mask)
+    ev = explained_variance(values, targets, mask)
+    return loss, {"critic_loss": loss, "explained_variance": ev}

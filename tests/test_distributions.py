@@ -1,0 +1,170 @@
+"""Categorical and tanh-squashed Gaussian against NumPy and numerical references."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distributed_ac.distributions import (
+    categorical_entropy,
+    categorical_log_prob,
+    squash_to_box,
+    tanh_gaussian_entropy,
+    tanh_gaussian_log_prob,
+)
+
+LOW = np.array([-2.0, 0.0, -1.0], np.float32)
+HIGH = np.array([0.0, 5.0, 1.0], np.float32)
+HALF_RANGE = (HIGH - LOW) / 2
+
+
+def normal_cdf(z):
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def density_by_interval_probability(u, mean, std, low, high, rel_eps=1e-4):
+    """Density of the env action a = squash(u), from P(a in [a - eps, a + eps]) / (2 eps).
+
+    The interval's bounds are mapped back through atanh of the rescaled action, where
+    the probability is a plain Normal CDF difference. Everything here is float64:
+    float32 rounding of a +- eps would change the interval's width by ~1e-3.
+    """
+    low, high = float(low), float(high)
+    a = low + (math.tanh(u) + 1.0) / 2.0 * (high - low)
+    eps = rel_eps * (high - low) / 2.0
+
+    def pre_squash(x):
+        return math.atanh(2.0 * (x - low) / (high - low) - 1.0)
+
+    prob = normal_cdf((pre_squash(a + eps) - mean) / std) - normal_cdf(
+        (pre_squash(a - eps) - mean) / std
+    )
+    return prob / (2.0 * eps)
+
+
+def random_gaussian(seed, batch=6, dims=3):
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(0.0, 0.7, size=(batch, dims)).astype(np.float32)
+    log_std = rng.uniform(-1.0, 0.5, size=(batch, dims)).astype(np.float32)
+    u = np.clip(mean + np.exp(log_std) * rng.normal(size=(batch, dims)), -2.5, 2.5)
+    return u.astype(np.float32), mean, log_std
+
+
+# --- categorical ----------------------------------------------------------------------
+
+
+def test_categorical_log_prob_matches_numpy_for_time_major_batch():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 3.0, size=(5, 4, 6)).astype(np.float32)
+    actions = rng.integers(0, 6, size=(5, 4))
+    expected = np.zeros((5, 4))
+    for t in range(5):
+        for n in range(4):
+            z = logits[t, n].astype(np.float64)
+            expected[t, n] = z[actions[t, n]] - np.log(np.sum(np.exp(z)))
+    np.testing.assert_allclose(categorical_log_prob(logits, actions).numpy(), expected, atol=1e-5)
+    graph = tf.function(categorical_log_prob)(logits, actions.astype(np.int64))
+    np.testing.assert_allclose(graph.numpy(), expected, atol=1e-5)
+
+
+def test_categorical_entropy_matches_numpy():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(0.0, 2.0, size=(7, 5)).astype(np.float32)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    expected = -np.sum(p * np.log(p), axis=-1)
+    np.testing.assert_allclose(categorical_entropy(logits).numpy(), expected, atol=1e-5)
+
+
+def test_categorical_is_finite_for_huge_logits():
+    logits = np.array([[1000.0, -1000.0, 0.0]], np.float32)
+    assert np.isfinite(categorical_log_prob(logits, np.array([1])).numpy()).all()
+    assert categorical_entropy(logits).numpy()[0] == pytest.approx(0.0, abs=1e-6)
+
+
+# --- tanh-squashed Gaussian -----------------------------------------------------------
+
+
+def test_squash_to_box_maps_into_the_box_like_numpy():
+    u = np.array([[-30.0, 0.0, 0.3], [30.0, -0.7, 2.0]], np.float32)
+    a = squash_to_box(u, LOW, HIGH).numpy()
+    np.testing.assert_allclose(a, LOW + (np.tanh(u) + 1) / 2 * (HIGH - LOW), atol=1e-6)
+    assert np.all(a >= LOW) and np.all(a <= HIGH)
+    assert a[0, 0] == pytest.approx(LOW[0]) and a[1, 0] == pytest.approx(HIGH[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tanh_gaussian_density_matches_interval_probability_per_dim(seed):
+    u, mean, log_std = random_gaussian(seed)
+    for b in range(u.shape[0]):
+        joint = 1.0
+        for i in range(u.shape[1]):
+            per_dim = density_by_interval_probability(
+                float(u[b, i]), float(mean[b, i]), math.exp(log_std[b, i]), LOW[i], HIGH[i]
+            )
+            one_dim = tanh_gaussian_log_prob(
+                u[b, i : i + 1], mean[b, i : i + 1], log_std[b, i : i + 1], HALF_RANGE[i : i + 1]
+            )
+            np.testing.assert_allclose(np.exp(one_dim.numpy()), per_dim, rtol=1e-3)
+            joint *= per_dim
+        logp = tanh_gaussian_log_prob(u[b], mean[b], log_std[b], HALF_RANGE)
+        np.testing.assert_allclose(np.exp(logp.numpy()), joint, rtol=1e-3)
+
+
+def test_tanh_gaussian_log_prob_sums_over_last_axis_in_graph_mode():
+    u, mean, log_std = random_gaussian(3, batch=10)
+    u, mean, log_std = (x.reshape(2, 5, 3) for x in (u, mean, log_std))
+    logp = tf.function(tanh_gaussian_log_prob)(u, mean, log_std, HALF_RANGE)
+    assert logp.shape == (2, 5)
+    eager = tanh_gaussian_log_prob(u, mean, log_std, HALF_RANGE)
+    np.testing.assert_allclose(logp.numpy(), eager.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("u_value", [20.0, -20.0])
+def test_tanh_gaussian_log_prob_and_gradients_are_finite_at_large_u(u_value):
+    u = np.full((1, 3), u_value, np.float32)
+    mean = tf.Variable(np.zeros((1, 3), np.float32))
+    log_std = tf.Variable(np.zeros((1, 3), np.float32))
+    with tf.GradientTape() as tape:
+        logp = tanh_gaussian_log_prob(u, mean, log_std, HALF_RANGE)
+    grads = tape.gradient(logp, [mean, log_std])
+    assert np.isfinite(logp.numpy()).all()
+    assert all(np.isfinite(g.numpy()).all() for g in grads)
+    # log(1 - tanh(20)^2) = log(4) - 40 + O(e^-40): the Jacobian term is exact, not clipped.
+    gauss = 3 * (-0.5 * u_value**2 - 0.5 * np.log(2 * np.pi))
+    expected = gauss - np.sum(np.log(4.0) - 40.0 + np.log(HALF_RANGE))
+    np.testing.assert_allclose(logp.numpy(), expected, rtol=1e-5)
+
+
+def test_tanh_gaussian_entropy_matches_formula_at_given_samples():
+    u, mean, log_std = random_gaussian(4)
+    expected = np.sum(
+        0.5 * np.log(2 * np.pi * np.e)
+        + log_std
+        + np.log(1 - np.tanh(u.astype(np.float64)) ** 2)
+        + np.log(HALF_RANGE),
+        axis=-1,
+    )
+    got = tanh_gaussian_entropy(mean, log_std, u, HALF_RANGE).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_tanh_gaussian_entropy_gradient_flows_through_log_std_only():
+    u, mean, log_std = (tf.Variable(x) for x in random_gaussian(5))
+    with tf.GradientTape() as tape:
+        entropy = tf.reduce_sum(tanh_gaussian_entropy(mean, log_std, u, HALF_RANGE))
+    grad_mean, grad_log_std, grad_u = tape.gradient(entropy, [mean, log_std, u])
+    np.testing.assert_allclose(grad_log_std.numpy(), np.ones_like(log_std.numpy()))
+    assert grad_mean is None or not np.any(grad_mean.numpy())
+    assert grad_u is None or not np.any(grad_u.numpy())
+
+
+def test_tanh_gaussian_entropy_estimate_agrees_with_minus_mean_log_prob():
+    rng = np.random.default_rng(6)
+    mean = np.array([0.3, -0.5, 1.0], np.float32)
+    log_std = np.array([-0.5, 0.0, 0.2], np.float32)
+    u = (mean + np.exp(log_std) * rng.normal(size=(20000, 3))).astype(np.float32)
+    estimate = tf.reduce_mean(tanh_gaussian_entropy(mean, log_std, u, HALF_RANGE)).numpy()
+    monte_carlo = -tf.reduce_mean(tanh_gaussian_log_prob(u, mean, log_std, HALF_RANGE)).numpy()
+    assert estimate == pytest.approx(monte_carlo, abs=0.05)

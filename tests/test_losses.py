@@ -1,0 +1,108 @@
+"""Actor and critic losses against NumPy, with masking and stop_gradient checks."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distributed_ac.losses import actor_loss, critic_loss, explained_variance, masked_mean
+
+
+def random_inputs(seed, T=8, N=4):
+    rng = np.random.default_rng(seed)
+    a, b, c = (rng.normal(size=(T, N)).astype(np.float32) for _ in range(3))
+    mask = (rng.random((T, N)) > 0.25).astype(np.float32)
+    return a, b, c, mask
+
+
+def masked_mean_reference(x, mask):
+    total, count = 0.0, 0.0
+    for t in range(x.shape[0]):
+        for n in range(x.shape[1]):
+            total += x[t, n] * mask[t, n]
+            count += mask[t, n]
+    return total / max(count, 1.0)
+
+
+def test_masked_mean_matches_reference():
+    x, _, _, mask = random_inputs(0)
+    assert masked_mean(x, mask).numpy() == pytest.approx(masked_mean_reference(x, mask), abs=1e-5)
+
+
+def test_masked_mean_ignores_masked_entries_whatever_their_value():
+    x, _, _, mask = random_inputs(1)
+    garbage = np.where(mask == 0, 1e6, x).astype(np.float32)
+    assert masked_mean(garbage, mask).numpy() == pytest.approx(masked_mean(x, mask).numpy())
+
+
+def test_masked_mean_of_fully_masked_batch_is_zero_not_nan():
+    x = np.ones((3, 2), np.float32)
+    assert masked_mean(x, np.zeros_like(x)).numpy() == 0.0
+
+
+def test_actor_loss_matches_reference_and_reports_parts():
+    logp, adv, entropy, mask = random_inputs(2)
+    loss, metrics = actor_loss(logp, adv, entropy, mask, entropy_coef=0.01)
+    pg = -masked_mean_reference(logp * adv, mask)
+    ent = masked_mean_reference(entropy, mask)
+    assert loss.numpy() == pytest.approx(pg - 0.01 * ent, abs=1e-5)
+    assert metrics["actor_loss"].numpy() == pytest.approx(pg, abs=1e-5)
+    assert metrics["entropy"].numpy() == pytest.approx(ent, abs=1e-5)
+
+
+def test_actor_loss_gradient_does_not_reach_advantages():
+    logp, adv, entropy, mask = random_inputs(3)
+    logp, adv = tf.Variable(logp), tf.Variable(adv)
+    with tf.GradientTape() as tape:
+        loss, _ = actor_loss(logp, adv, entropy, mask, 0.01)
+    grad_logp, grad_adv = tape.gradient(loss, [logp, adv])
+    assert grad_adv is None or not np.any(grad_adv.numpy())
+    # d loss / d logp = -adv * mask / count: masked steps get exactly no gradient.
+    np.testing.assert_allclose(
+        grad_logp.numpy(), -adv.numpy() * mask / mask.sum(), atol=1e-6
+    )
+
+
+def test_critic_loss_matches_reference_in_graph_mode():
+    values, targets, _, mask = random_inputs(4)
+    loss, metrics = tf.function(critic_loss)(values, targets, mask)
+    expected = 0.5 * masked_mean_reference((values - targets) ** 2, mask)
+    assert loss.numpy() == pytest.approx(expected, abs=1e-5)
+    assert metrics["critic_loss"].numpy() == pytest.approx(expected, abs=1e-5)
+
+
+def test_critic_loss_gradient_does_not_reach_targets():
+    values, targets, _, mask = random_inputs(5)
+    values, targets = tf.Variable(values), tf.Variable(targets)
+    with tf.GradientTape() as tape:
+        loss, _ = critic_loss(values, targets, mask)
+    grad_values, grad_targets = tape.gradient(loss, [values, targets])
+    assert grad_targets is None or not np.any(grad_targets.numpy())
+    np.testing.assert_allclose(
+        grad_values.numpy(), (values.numpy() - targets.numpy()) * mask / mask.sum(), atol=1e-6
+    )
+
+
+def test_explained_variance_is_one_for_perfect_values():
+    _, targets, _, mask = random_inputs(6)
+    _, metrics = critic_loss(targets, targets, mask)
+    assert metrics["explained_variance"].numpy() == pytest.approx(1.0)
+
+
+def test_explained_variance_is_about_zero_for_constant_mean_prediction():
+    _, targets, _, mask = random_inputs(7)
+    mean = np.full_like(targets, masked_mean_reference(targets, mask))
+    assert explained_variance(mean, targets, mask).numpy() == pytest.approx(0.0, abs=1e-5)
+
+
+def test_explained_variance_uses_only_unmasked_entries():
+    _, targets, _, mask = random_inputs(8)
+    values = np.where(mask == 0, 1e3, targets).astype(np.float32)
+    assert explained_variance(values, targets, mask).numpy() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("constant", [0.0, 0.1, 123.4])
+def test_explained_variance_is_zero_not_nan_for_constant_targets(constant):
+    targets = np.full((5, 3), constant, np.float32)
+    values = targets + np.arange(15, dtype=np.float32).reshape(5, 3)
+    ev = explained_variance(values, targets, np.ones_like(targets)).numpy()
+    assert ev == 0.0

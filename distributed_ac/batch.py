@@ -1,0 +1,82 @@
+"""The two things that travel: a Batch (worker -> learner) and Weights (learner -> workers).
+
+Both are plain dataclasses of NumPy arrays so Ray moves them without TensorFlow, and
+both carry versions so the learner can measure and bound policy lag.
+
+Shapes are time-major: T = rollout_length, N = sub-envs (summed over workers after
+`Batch.concat`). Observations, rewards and values are float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Batch:
+    obs: np.ndarray  # [T, N, obs_dim] float32: observation the action was taken in
+    actions: np.ndarray  # [T, N] int32 (Discrete) or [T, N, A] float32 pre-tanh sample u (Box)
+    rewards: np.ndarray  # [T, N] float32, unscaled env rewards
+    terminated: np.ndarray  # [T, N] float32 0/1: episode ended in a terminal state
+    truncated: np.ndarray  # [T, N] float32 0/1: episode cut by a time limit (bootstrap)
+    mask: np.ndarray  # [T, N] float32: 0 on NEXT_STEP reset steps (action ignored), else 1
+    behaviour_logp: np.ndarray  # [T, N] float32: log pi_behaviour(action | obs)
+    values: np.ndarray  # [T+1, N] float32: V_target(obs_t); values[t+1] is the obs step t returned
+    policy_version: int
+    target_version: int
+    worker_id: int = 0
+    episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps this batch cost (reset steps included: the env did step)."""
+        return int(self.rewards.size)
+
+    @staticmethod
+    def concat(batches: list["Batch"]) -> "Batch":
+        """Join batches from several workers along the sub-env axis N (sync mode).
+
+        All must come from the same policy and V_target versions; that is what makes a
+        sync update on-policy.
+        """
+        if len(batches) == 1:
+            return batches[0]
+        versions = {(b.policy_version, b.target_version) for b in batches}
+        if len(versions) != 1:
+            raise ValueError(f"cannot concat batches made by different versions: {versions}")
+        arrays = {
+            f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1)
+            for f in dataclasses.fields(Batch)
+            if f.name in ARRAY_FIELDS
+        }
+        return Batch(
+            **arrays,
+            policy_version=batches[0].policy_version,
+            target_version=batches[0].target_version,
+            worker_id=-1,
+            episode_returns=np.concatenate([b.episode_returns for b in batches]),
+            episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
+        )
+
+
+ARRAY_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "mask",
+                "behaviour_logp", "values")
+
+
+@dataclasses.dataclass
+class Weights:
+    """A versioned bundle the learner publishes once per version.
+
+    `actor` and `v_target` are the Dense kernels and biases along each network's path from
+    observation to output ([W0, b0, W1, b1, ...]); the actor's list ends with the
+    state-independent log_std for Box actions. The shared trunk, when there is one, is the
+    first layers of both paths (V_target has its own copy of the trunk).
+    """
+
+    version: int
+    target_version: int
+    actor: list[np.ndarray]
+    v_target: list[np.ndarray]

@@ -1,0 +1,246 @@
+"""The one typed configuration: a frozen dataclass, a docstring per field.
+
+`Config` is what a run *is*: it is written to the run directory as YAML and read back
+on resume. Values come from the defaults below, then a YAML file, then command-line
+flags (tyro builds those from the field docstrings). Cross-field checks run in
+`__post_init__`, so an invalid Config cannot exist: every mistake is a `ConfigError`
+with one line saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid; the message is one line for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    # --- environment -------------------------------------------------------------
+    env: str = "CartPole-v1"
+    """Gymnasium id (e.g. CartPole-v1) or a `module:Class` / `module:function` entry point."""
+    vectorization: Literal["auto", "vector_entry_point", "sync", "async"] = "auto"
+    """How sub-envs are stepped: auto = the env's numpy-vectorized entry point if it has one, else sync; async = one process per sub-env (spawn)."""
+    seed: int = 0
+    """Seed for environments, network initialisation and action sampling."""
+
+    # --- execution ---------------------------------------------------------------
+    mode: Literal["sync", "async"] = "async"
+    """sync (A2C): one batch from every worker per update. async (IMPALA-like): update on whichever batch is ready, lag corrected."""
+    serial: bool = False
+    """Run the same classes in one process without Ray (debugging, exact reproducibility)."""
+    num_workers: int = 0
+    """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine)."""
+    envs_per_worker: int = 64
+    """Sub-environments each worker steps in one vector env (N of a worker's [T, N] batch)."""
+    rollout_length: int = 32
+    """Steps per sub-env in one batch (T of the [T, N] batch)."""
+    worker_cpus: float = 1.0
+    """CPUs Ray reserves for each rollout worker; BLAS threads are limited to this share."""
+    total_env_steps: int = 1_000_000
+    """Stop after the learner has consumed this many environment steps."""
+    stop_at_return: Optional[float] = None
+    """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
+    max_policy_lag: int = 8
+    """Async: a batch made more than this many policy versions ago is dropped (and counted)."""
+    off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
+    """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
+    rho_bar: float = 1.0
+    """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
+    c_bar: float = 1.0
+    """V-trace trace-cutting clip c-bar."""
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
+
+    # --- networks ----------------------------------------------------------------
+    topology: Literal["separate", "shared"] = "separate"
+    """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of each MLP (of the trunk when shared)."""
+    activation: str = "tanh"
+    """Hidden activation (a Keras activation name). tanh/relu/elu/gelu/sigmoid/silu/linear have a NumPy twin on the workers; others make workers import TensorFlow."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
+
+    # --- learning ----------------------------------------------------------------
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE / V-trace lambda: 0 = one-step TD, 1 = n-step to the end of the rollout."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before returns are computed."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus in the actor loss."""
+    vf_coef: float = 0.5
+    """Shared topology: weight of the critic loss in the trunk's gradient."""
+    normalize_advantages: bool = True
+    """Normalise advantages to zero mean, unit std over the batch's real steps."""
+    actor_lr: float = 1e-3
+    """Actor optimizer (Adam) initial learning rate."""
+    actor_lr_decay_steps: int = 1000
+    """Actor schedule: updates per decay period (ExponentialDecay decay_steps)."""
+    actor_lr_decay_rate: float = 0.5
+    """Actor schedule: lr multiplier per decay period (1.0 = constant)."""
+    critic_lr: float = 1e-3
+    """Critic optimizer (Adam) initial learning rate."""
+    critic_lr_decay_steps: int = 1000
+    """Critic schedule: updates per decay period."""
+    critic_lr_decay_rate: float = 0.5
+    """Critic schedule: lr multiplier per decay period (1.0 = constant)."""
+    lr_staircase: bool = False
+    """Decay both learning rates in discrete steps instead of continuously."""
+    adam_epsilon: float = 1e-5
+    """Adam epsilon for both optimizers."""
+    max_grad_norm_actor: float = 0.5
+    """Global-norm clip of the actor's gradients."""
+    max_grad_norm_critic: float = 0.5
+    """Global-norm clip of the critic's gradients."""
+    target_sync_every: int = 1
+    """Updates between V_target syncs (V_target <- V)."""
+    target_tau: float = 1.0
+    """V_target sync weight: 1.0 = exact copy (hard sync); < 1 = Polyak averaging."""
+
+    # --- reporting ---------------------------------------------------------------
+    log_every_s: float = 2.0
+    """Seconds between progress lines / metric rows."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_ranges(self)
+
+
+def _check_types(cfg: Config) -> None:
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if not _matches(value, hints[f.name]):
+            raise ConfigError(
+                f"config field '{f.name}' must be {_describe(hints[f.name])}, got {value!r}"
+            )
+
+
+def _matches(value, tp) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        return isinstance(value, tuple) and all(_matches(v, inner) for v in value)
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _describe(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _check_ranges(c: Config) -> None:
+    rules = [
+        (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
+        (c.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+        (c.rollout_length >= 1, "rollout_length must be >= 1"),
+        (c.worker_cpus > 0, "worker_cpus must be > 0"),
+        (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
+        (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),
+        (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
+        (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
+         "hidden_sizes must list at least one positive width"),
+        (0.0 <= c.gamma <= 1.0, "gamma must be in [0, 1]"),
+        (0.0 <= c.gae_lambda <= 1.0, "gae_lambda must be in [0, 1]"),
+        (c.reward_scale > 0, "reward_scale must be > 0"),
+        (c.entropy_coef >= 0 and c.vf_coef >= 0, "entropy_coef and vf_coef must be >= 0"),
+        (c.actor_lr > 0 and c.critic_lr > 0, "actor_lr and critic_lr must be > 0"),
+        (c.actor_lr_decay_steps >= 1 and c.critic_lr_decay_steps >= 1,
+         "actor_lr_decay_steps and critic_lr_decay_steps must be >= 1"),
+        (0 < c.actor_lr_decay_rate <= 1 and 0 < c.critic_lr_decay_rate <= 1,
+         "actor_lr_decay_rate and critic_lr_decay_rate must be in (0, 1]"),
+        (c.adam_epsilon > 0, "adam_epsilon must be > 0"),
+        (c.max_grad_norm_actor > 0 and c.max_grad_norm_critic > 0,
+         "max_grad_norm_actor and max_grad_norm_critic must be > 0"),
+        (c.target_sync_every >= 1, "target_sync_every must be >= 1"),
+        (0 < c.target_tau <= 1, "target_tau must be in (0, 1]"),
+        (c.log_every_s > 0, "log_every_s must be > 0"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
+    if c.total_env_steps < c.rollout_length * c.envs_per_worker:
+        raise ConfigError(
+            f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
+            f"(rollout_length x envs_per_worker = {c.rollout_length * c.envs_per_worker})"
+        )
+
+
+FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+
+
+def from_dict(values: dict, base: Config | None = None) -> Config:
+    """Config from a mapping of field -> value (YAML types), over `base` or the defaults."""
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+    hints = typing.get_type_hints(Config)
+    coerced = {k: _coerce(v, hints[k]) for k, v in values.items()}
+    return dataclasses.replace(base or Config(), **coerced)
+
+
+def _coerce(value, tp):
+    """YAML spells tuples as lists and 1e6 as a float: accept those, nothing looser."""
+    if isinstance(value, list):
+        return tuple(value)
+    wants_int = tp is int or int in typing.get_args(tp)
+    if wants_int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
+    """Read a Config from YAML with safe loading (no code runs); errors are ConfigError."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise ConfigError(f"config file {p} is not valid YAML{at}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of field: value")
+    return from_dict(data, base)
+
+
+def to_dict(cfg: Config) -> dict:
+    out = dataclasses.asdict(cfg)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def dump_yaml(cfg: Config, path: str | os.PathLike) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,100 @@
+"""The only module that imports Ray: remote workers, weight broadcast, the ray.wait loop.
+
+`RayPool` and train.SerialPool offer the same four calls (publish, submit, wait, close),
+so the driver loop in train.py reads the same in both modes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import ray
+
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config
+from distributed_ac.rollout import RolloutWorker
+
+log = logging.getLogger(__name__)
+
+
+class _PlacedRolloutWorker(RolloutWorker):
+    """A RolloutWorker that can also say which Ray node it landed on."""
+
+    def info(self) -> dict:
+        ctx = ray.get_runtime_context()
+        return {**super().info(), "node_id": ctx.get_node_id(),
+                "node_ip": ray.util.get_node_ip_address()}
+
+
+def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
+    """Join a cluster at `address`, or start an embedded local Ray bound to 127.0.0.1."""
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        return
+    ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
+             dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1",
+             configure_logging=False, log_to_driver=True)
+
+
+def thread_env(cpus: float) -> dict[str, str]:
+    n = str(max(1, int(cpus)))
+    return {name: n for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                 "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")}
+
+
+def default_num_workers(cfg: Config, local: bool) -> int:
+    """As many workers as the cluster's CPUs hold; locally one CPU stays with the learner."""
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    if local:
+        cpus -= 1.0
+    return max(1, int(cpus // cfg.worker_cpus))
+
+
+class RayPool:
+    """W remote RolloutWorkers, each with at most one collect() in flight."""
+
+    def __init__(self, cfg: Config, num_workers: int):
+        remote_cls = ray.remote(_PlacedRolloutWorker)
+        opts = dict(num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD",
+                    runtime_env={"env_vars": thread_env(cfg.worker_cpus)})
+        self.workers = [remote_cls.options(**opts).remote(cfg, i) for i in range(num_workers)]
+        self._in_flight: dict[ray.ObjectRef, int] = {}
+        self._published: tuple[int, int, ray.ObjectRef] | None = None
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def placement(self) -> list[dict]:
+        """Each worker's id, pid and node (blocks until every worker has started)."""
+        return ray.get([w.info.remote() for w in self.workers])
+
+    def publish(self, weights: Weights) -> ray.ObjectRef:
+        """Put a bundle in the object store once per version; every worker reads that copy."""
+        key = (weights.version, weights.target_version)
+        if self._published is None or self._published[:2] != key:
+            self._published = (*key, ray.put(weights))
+        return self._published[2]
+
+    def submit(self, worker: int, weights_ref: ray.ObjectRef) -> None:
+        self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
+
+    def wait(self, num: int) -> list[Batch]:
+        """Block until `num` collects have finished; return their batches."""
+        ready, _ = ray.wait(list(self._in_flight), num_returns=num)
+        for ref in ready:
+            del self._in_flight[ref]
+        return ray.get(ready)
+
+    def close(self) -> None:
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        self._in_flight.clear()
+
+
+def shutdown() -> None:
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,115 @@
+"""Vector environments: one place that knows how Gymnasium envs are made and checked.
+
+`make_vector_env` returns a Gymnasium 1.x VectorEnv in NEXT_STEP autoreset mode (the
+step after an episode ends is a reset step whose action is ignored; rollout.py masks
+it). `EnvSpace` is the small, picklable description of the spaces that the learner and
+the policy need, so the learner never has to hold an environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+
+class EnvError(ValueError):
+    """The environment cannot be made or is not supported; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpace:
+    """What the networks need to know about an env's spaces."""
+
+    env_id: str
+    obs_dim: int
+    discrete: bool
+    num_actions: int  # Discrete: number of actions; Box: action dimension
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    action_start: int = 0  # Discrete(n, start) offset
+
+    @property
+    def half_range(self) -> np.ndarray:
+        return (np.asarray(self.action_high, np.float32) - np.asarray(self.action_low, np.float32)) / 2
+
+
+def resolve_env_id(env: str) -> str:
+    """Return a registered Gymnasium id for `env`; a `module:attr` entry point is imported
+    and registered under its own name so make_vec treats it like any other id."""
+    if ":" not in env:
+        if env not in gym.registry:
+            raise EnvError(f"unknown environment id '{env}': not in the Gymnasium registry "
+                           "(check the spelling, or give a module:Class entry point)")
+        return env
+    module_name, _, attr = env.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # any import-time failure of user code is reported as one line
+        raise EnvError(f"cannot import entry point module '{module_name}': {type(e).__name__}: {e}") from None
+    if not callable(getattr(module, attr, None)):
+        raise EnvError(f"entry point '{env}': module '{module_name}' has no callable '{attr}'")
+    env_id = f"dac-{module_name}.{attr}-v0"
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=env)
+    return env_id
+
+
+def _mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str:
+    if vectorization == "auto":
+        return "vector_entry_point" if spec.vector_entry_point else "sync"
+    if vectorization == "vector_entry_point" and not spec.vector_entry_point:
+        raise EnvError(f"'{spec.id}' has no vector_entry_point; use vectorization sync or async")
+    return vectorization
+
+
+def make_vector_env(env: str, num_envs: int, vectorization: str = "auto") -> gym.vector.VectorEnv:
+    """A checked VectorEnv of `num_envs` sub-envs in NEXT_STEP autoreset mode."""
+    env_id = resolve_env_id(env)
+    mode = _mode(vectorization, gym.spec(env_id))
+    vector_kwargs: dict = {}
+    if mode in ("sync", "async"):
+        vector_kwargs["autoreset_mode"] = AutoresetMode.NEXT_STEP
+    if mode == "async":
+        # fork after TensorFlow or Ray threads exist can deadlock; spawn is always safe.
+        vector_kwargs["context"] = "spawn"
+    try:
+        venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode,
+                            vector_kwargs=vector_kwargs)
+    except Exception as e:
+        raise EnvError(f"cannot make environment '{env}': {type(e).__name__}: {e}") from None
+    autoreset = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if autoreset != AutoresetMode.NEXT_STEP:
+        venv.close()
+        raise EnvError(f"'{env}' resets in {autoreset} mode; only NEXT_STEP autoreset is supported")
+    space_of(venv, env)
+    return venv
+
+
+def space_of(venv: gym.vector.VectorEnv, env: str) -> EnvSpace:
+    """Describe (and check) a vector env's single observation and action spaces."""
+    obs_space, act_space = venv.single_observation_space, venv.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise EnvError(f"'{env}' has observation space {obs_space}; only Box observations are supported")
+    obs_dim = int(np.prod(obs_space.shape))
+    if isinstance(act_space, gym.spaces.Discrete):
+        return EnvSpace(env, obs_dim, True, int(act_space.n), action_start=int(act_space.start))
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise EnvError(f"'{env}' has an unbounded Box action space; tanh squashing needs finite bounds")
+        return EnvSpace(env, obs_dim, False, int(act_space.shape[0]),
+                        tuple(low.tolist()), tuple(high.tolist()))
+    raise EnvError(f"'{env}' has action space {act_space}; only Discrete and 1-D Box are supported")
+
+
+def probe_space(env: str, vectorization: str = "auto") -> EnvSpace:
+    """Make a one-env vector env just long enough to read its spaces."""
+    venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization)
+    try:
+        return space_of(venv, env)
+    finally:
+        venv.close()

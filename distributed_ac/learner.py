@@ -1,0 +1,176 @@
+"""The Learner: networks, two optimizers, one @tf.function train step.
+
+Only `_train_step` is compiled; everything around it (versions, V_target sync, weight
+export) is plain Python. A Learner can be built and stepped from a Batch in a unit test,
+with no Ray anywhere.
+
+Which optimizer updates what:
+- the actor optimizer updates the actor path: policy head, log_std and, in the shared
+  topology, the trunk, whose gradient is d(actor_loss + vf_coef * critic_loss)/d trunk;
+- the critic optimizer updates the rest of V: the whole critic when separate, the value
+  head when shared.
+Each group's gradients are clipped by their own global norm before their optimizer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from distributed_ac import distributions, losses, returns
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config
+from distributed_ac.envs import EnvSpace
+from distributed_ac.networks import build_networks, path_variables, sync_target
+
+log = logging.getLogger(__name__)
+
+
+class NoGradientError(RuntimeError):
+    """A trainable variable gets no gradient from the loss meant to train it."""
+
+
+def pick_device(choice: str) -> str:
+    """'/GPU:0' when asked for or auto with a visible GPU, else '/CPU:0'."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if choice == "gpu" and not gpus:
+        raise RuntimeError("device 'gpu' was requested but TensorFlow sees no GPU")
+    return "/GPU:0" if gpus and choice != "cpu" else "/CPU:0"
+
+
+def make_optimizer(lr: float, decay_steps: int, decay_rate: float, staircase: bool,
+                   epsilon: float, name: str) -> keras.optimizers.Adam:
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        lr, decay_steps=decay_steps, decay_rate=decay_rate, staircase=staircase)
+    return keras.optimizers.Adam(learning_rate=schedule, epsilon=epsilon, name=name)
+
+
+class Learner:
+    def __init__(self, cfg: Config, space: EnvSpace):
+        self.cfg, self.space = cfg, space
+        self.device = pick_device(cfg.device)
+        log.info("learner device: %s", self.device)
+        keras.utils.set_random_seed(cfg.seed)
+        with tf.device(self.device):
+            self.nets = build_networks(cfg, space)
+            self.actor_opt = make_optimizer(cfg.actor_lr, cfg.actor_lr_decay_steps,
+                                            cfg.actor_lr_decay_rate, cfg.lr_staircase,
+                                            cfg.adam_epsilon, "actor_adam")
+            self.critic_opt = make_optimizer(cfg.critic_lr, cfg.critic_lr_decay_steps,
+                                             cfg.critic_lr_decay_rate, cfg.lr_staircase,
+                                             cfg.adam_epsilon, "critic_adam")
+            self.actor_opt.build(self.nets.actor_variables)
+            self.critic_opt.build(self.nets.critic_variables)
+        self.half_range = tf.constant(space.half_range if not space.discrete else [1.0], tf.float32)
+        self.updates = 0
+        self.policy_version = 0
+        self.target_version = 0
+        self._target_arrays: list[np.ndarray] | None = None
+        self._train_step = tf.function(self._step_graph, input_signature=self._signature())
+
+    def _signature(self):
+        T, d = self.cfg.rollout_length, self.space.obs_dim
+        f32 = tf.float32
+        act = (tf.TensorSpec([T, None], tf.int32) if self.space.discrete
+               else tf.TensorSpec([T, None, self.space.num_actions], f32))
+        tn = tf.TensorSpec([T, None], f32)
+        return [tf.TensorSpec([T, None, d], f32), act, tn, tn, tn, tn, tn,
+                tf.TensorSpec([T + 1, None], f32)]
+
+    # ---- the compiled step ----------------------------------------------------
+    def _policy_terms(self, flat_obs, actions, shape):
+        """log pi(a|s) and entropy, both [T, N]."""
+        if self.space.discrete:
+            logits = self.nets.actor(flat_obs)
+            flat_a = tf.reshape(actions, [-1])
+            logp = distributions.categorical_log_prob(logits, flat_a)
+            ent = distributions.categorical_entropy(logits)
+        else:
+            mean, log_std = self.nets.actor(flat_obs)
+            u = tf.reshape(actions, [-1, self.space.num_actions])
+            logp = distributions.tanh_gaussian_log_prob(u, mean, log_std, self.half_range)
+            ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
+        return tf.reshape(logp, shape), tf.reshape(ent, shape)
+
+    def _targets(self, logp, behaviour_logp, rewards, values, term, trunc, mask):
+        """Critic targets and actor advantages, bootstrapped from V_target values."""
+        c = self.cfg
+        if c.mode == "async" and c.off_policy_correction == "vtrace":
+            return returns.vtrace(behaviour_logp, logp, rewards, values, term, trunc, mask,
+                                  c.gamma, c.gae_lambda, c.rho_bar, c.c_bar)
+        targets, adv = returns.gae(rewards, values, term, trunc, mask, c.gamma, c.gae_lambda)
+        if c.mode == "async" and c.off_policy_correction == "truncated_is":
+            adv = adv * returns.truncated_importance_weights(behaviour_logp, logp, c.rho_bar)
+        return targets, adv
+
+    def _normalize(self, adv, mask):
+        mean = losses.masked_mean(adv, mask)
+        var = losses.masked_mean(tf.square(adv - mean), mask)
+        return (adv - mean) * tf.math.rsqrt(var + 1e-8) * mask
+
+    def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values):
+        c, nets = self.cfg, self.nets
+        shape = tf.shape(rewards)
+        flat_obs = tf.reshape(obs, [-1, self.space.obs_dim])
+        rewards = rewards * c.reward_scale
+        with tf.GradientTape(persistent=True) as tape:
+            logp, entropy = self._policy_terms(flat_obs, actions, shape)
+            v = tf.reshape(nets.critic(flat_obs), shape)
+            targets, adv = self._targets(tf.stop_gradient(logp), behaviour_logp, rewards,
+                                         values, term, trunc, mask)
+            if c.normalize_advantages:
+                adv = self._normalize(adv, mask)
+            a_loss, a_metrics = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
+            c_loss, c_metrics = losses.critic_loss(v, targets, mask)
+            actor_total = a_loss + c.vf_coef * c_loss if nets.shared_trunk else a_loss
+        a_norm = self._apply(tape, actor_total, nets.actor_variables, self.actor_opt,
+                             c.max_grad_norm_actor, "actor")
+        c_norm = self._apply(tape, c_loss, nets.critic_variables, self.critic_opt,
+                             c.max_grad_norm_critic, "critic")
+        del tape
+        return {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
+                "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask)}
+
+    @staticmethod
+    def _apply(tape, loss, variables, optimizer, clip, loss_name):
+        grads = tape.gradient(loss, variables)
+        # Runs while tracing, i.e. before the first update ever applies.
+        missing = [v.path for v, g in zip(variables, grads) if g is None]
+        if missing:
+            raise NoGradientError(f"the {loss_name} loss gives no gradient to: {', '.join(missing)}")
+        grads, norm = tf.clip_by_global_norm(grads, clip)
+        optimizer.apply_gradients(zip(grads, variables))
+        return norm
+
+    # ---- plain Python around it -------------------------------------------------
+    def step(self, batch: Batch) -> dict[str, float]:
+        """One update from a Batch; returns its metrics as floats."""
+        with tf.device(self.device):
+            out = self._train_step(batch.obs, batch.actions, batch.rewards, batch.terminated,
+                                   batch.truncated, batch.mask, batch.behaviour_logp,
+                                   batch.values)
+        self.updates += 1
+        self.policy_version += 1
+        if self.updates % self.cfg.target_sync_every == 0:
+            self.sync_target()
+        metrics = {k: float(v) for k, v in out.items()}
+        metrics["learning_rate_actor"] = float(self.actor_opt.learning_rate)
+        metrics["learning_rate_critic"] = float(self.critic_opt.learning_rate)
+        return metrics
+
+    def sync_target(self) -> None:
+        sync_target(self.nets, self.cfg.target_tau)
+        self.target_version += 1
+        self._target_arrays = None
+
+    def weights(self) -> Weights:
+        """The versioned bundle the workers act and bootstrap with."""
+        actor = [v.numpy() for v in path_variables(self.nets.actor_path)]
+        if self.nets.log_std is not None:
+            actor.append(self.nets.log_std.log_std.numpy())
+        if self._target_arrays is None:  # V_target changes only on sync
+            self._target_arrays = [v.numpy() for v in path_variables(self.nets.target_path)]
+        return Weights(self.policy_version, self.target_version, actor, self._target_arrays)

@@ -1,0 +1,127 @@
+"""Keras builders for the actor, the critic V and its exact copy V_target. No losses here.
+
+Two topologies:
+- separate: actor and critic are physically separate MLPs (no variable in common);
+- shared:   one trunk of Dense layers feeds both a policy head and a value head. The
+            trunk's variables are the very same objects in both paths (tests check it).
+
+Every network is a chain of Dense layers, and `Networks.*_path` lists those layers from
+observation to output, which is how Weights bundles are laid out for the NumPy policy.
+V_target always has its own variables (its own trunk copy too): it is V, frozen between
+syncs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from distributed_ac.config import Config
+from distributed_ac.envs import EnvSpace
+
+
+class LogStd(keras.layers.Layer):
+    """State-independent log standard deviation of the Gaussian over u (pre-tanh)."""
+
+    def __init__(self, dim: int, init: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.dim, self.init = dim, init
+        self.log_std = self.add_weight(name="log_std", shape=(dim,),
+                                       initializer=keras.initializers.Constant(init))
+
+    def call(self, mean):
+        return tf.zeros_like(mean) + self.log_std
+
+    def get_config(self):
+        return {**super().get_config(), "dim": self.dim, "init": self.init}
+
+
+@dataclasses.dataclass
+class Networks:
+    actor: keras.Model  # obs -> logits, or [mean, log_std]
+    critic: keras.Model  # obs -> V(obs) [B, 1]
+    v_target: keras.Model  # obs -> V_target(obs) [B, 1], same architecture as critic
+    actor_path: list  # Dense layers obs -> actor output (trunk first when shared)
+    critic_path: list  # Dense layers obs -> V
+    target_path: list  # Dense layers obs -> V_target
+    log_std: LogStd | None
+    shared_trunk: list  # the trunk's Dense layers (empty when separate)
+
+    @property
+    def actor_variables(self) -> list:
+        """What the actor optimizer updates: the actor path (trunk included when shared)."""
+        extra = [self.log_std.log_std] if self.log_std is not None else []
+        return [v for layer in self.actor_path for v in layer.trainable_variables] + extra
+
+    @property
+    def critic_variables(self) -> list:
+        """What the critic optimizer updates: the critic path minus any shared trunk."""
+        trunk = {id(v) for layer in self.shared_trunk for v in layer.trainable_variables}
+        return [v for layer in self.critic_path for v in layer.trainable_variables
+                if id(v) not in trunk]
+
+
+def _dense_stack(cfg: Config, prefix: str, seed: int) -> list:
+    init = keras.initializers.Orthogonal
+    return [keras.layers.Dense(h, activation=cfg.activation, name=f"{prefix}_{i}",
+                               kernel_initializer=init(gain=2 ** 0.5, seed=seed + i))
+            for i, h in enumerate(cfg.hidden_sizes)]
+
+
+def _head(units: int, name: str, gain: float, seed: int):
+    # Small init on the policy head keeps the initial policy close to uniform (cleanRL).
+    return keras.layers.Dense(units, activation=None, name=name,
+                              kernel_initializer=keras.initializers.Orthogonal(gain=gain, seed=seed))
+
+
+def _chain(inp, layers):
+    x = inp
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def build_networks(cfg: Config, space: EnvSpace) -> Networks:
+    """Build actor, critic and V_target for `space`; V_target starts equal to V."""
+    s = cfg.seed * 1000
+    inp = keras.Input(shape=(space.obs_dim,), name="obs")
+    shared_topology = cfg.topology == "shared"
+    critic_trunk = _dense_stack(cfg, "trunk" if shared_topology else "critic", s + 100)
+    if shared_topology:
+        actor_trunk = shared = critic_trunk
+    else:
+        actor_trunk, shared = _dense_stack(cfg, "actor", s), []
+    pi_head = _head(space.num_actions, "pi_head", 0.01, s + 200)
+    v_head = _head(1, "v_head", 1.0, s + 300)
+    actor_path, critic_path = actor_trunk + [pi_head], critic_trunk + [v_head]
+    pi_out = _chain(inp, actor_path)
+    log_std = None
+    if not space.discrete:
+        log_std = LogStd(space.num_actions, cfg.log_std_init, name="log_std")
+        pi_out = [pi_out, log_std(pi_out)]
+    actor = keras.Model(inp, pi_out, name="actor")
+    critic = keras.Model(inp, _chain(inp, critic_path), name="critic")
+
+    target_path = _dense_stack(cfg, "target", s + 400) + [_head(1, "target_v_head", 1.0, s + 500)]
+    t_inp = keras.Input(shape=(space.obs_dim,), name="obs")
+    v_target = keras.Model(t_inp, _chain(t_inp, target_path), name="v_target")
+    v_target.trainable = False
+    nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared)
+    sync_target(nets, 1.0)
+    return nets
+
+
+def path_variables(path: list) -> list:
+    """[kernel0, bias0, kernel1, bias1, ...] along a path (the Weights layout)."""
+    return [v for layer in path for v in (layer.kernel, layer.bias)]
+
+
+def sync_target(nets: Networks, tau: float) -> None:
+    """V_target <- tau * V + (1 - tau) * V_target; tau = 1 is an exact copy."""
+    for t, v in zip(path_variables(nets.target_path), path_variables(nets.critic_path)):
+        if tau == 1.0:
+            t.assign(v)
+        else:
+            t.assign(tau * v + (1.0 - tau) * t)

@@ -1,0 +1,130 @@
+"""The worker's copy of the policy: a NumPy forward pass over a Weights bundle.
+
+Rollout workers must stay light (no TensorFlow: ~500 MB and ~2 s per process), so the
+MLPs that networks.py builds are re-evaluated here with NumPy from the broadcast
+kernels and biases. A test checks this forward pass against the Keras models to 1e-5.
+An activation with no NumPy twin falls back to Keras' own function, which imports
+TensorFlow in that worker; `Policy.uses_tensorflow` says so and the driver logs it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from distributed_ac.batch import Weights
+from distributed_ac.envs import EnvSpace
+
+log = logging.getLogger(__name__)
+
+LOG_2 = np.float32(np.log(2.0))
+HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(np.float32(0.0), x)
+
+
+NUMPY_ACTIVATIONS = {
+    "linear": lambda x: x,
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, np.float32(0.0)),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+    "sigmoid": lambda x: np.float32(1.0) / (np.float32(1.0) + np.exp(-x)),
+    "silu": lambda x: x / (np.float32(1.0) + np.exp(-x)),
+    "swish": lambda x: x / (np.float32(1.0) + np.exp(-x)),
+}
+
+
+def activation_fn(name: str):
+    """NumPy activation, or Keras' (importing TensorFlow) when NumPy has no twin."""
+    if name in NUMPY_ACTIVATIONS:
+        return NUMPY_ACTIVATIONS[name], False
+    import keras  # deliberate: only workers whose activation NumPy cannot express pay for it
+
+    fn = keras.activations.get(name)
+    return (lambda x: np.asarray(fn(x), dtype=np.float32)), True
+
+
+def mlp_forward(params: list[np.ndarray], x: np.ndarray, act) -> np.ndarray:
+    """Dense layers [W0, b0, W1, b1, ...]: hidden layers use `act`, the last is linear."""
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        x = x @ params[2 * i] + params[2 * i + 1]
+        if i < n_layers - 1:
+            x = act(x)
+    return x
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
+    """log(1 - tanh(u)^2), stable for large |u| (the tanh Jacobian)."""
+    return np.float32(2.0) * (LOG_2 - u - _softplus(np.float32(-2.0) * u))
+
+
+class Policy:
+    """Samples actions and computes V_target values from the newest Weights bundle."""
+
+    def __init__(self, space: EnvSpace, activation: str):
+        self.space = space
+        self.act_fn, self.uses_tensorflow = activation_fn(activation)
+        if self.uses_tensorflow:
+            log.warning("activation '%s' has no NumPy twin: this worker imports TensorFlow "
+                        "(~500 MB resident) for its forward pass", activation)
+        self.low = np.asarray(space.action_low, np.float32)
+        self.half_range = space.half_range
+        self.log_half_range = np.log(self.half_range).sum(dtype=np.float32) if not space.discrete else 0.0
+        self.weights: Weights | None = None
+
+    def load(self, weights: Weights) -> None:
+        if self.weights is None or weights.version != self.weights.version \
+                or weights.target_version != self.weights.target_version:
+            self.weights = weights
+            n = len(weights.actor) - (0 if self.space.discrete else 1)
+            self._actor_layers = [np.asarray(p, np.float32) for p in weights.actor[:n]]
+            self._log_std = None if self.space.discrete else np.asarray(weights.actor[-1], np.float32)
+            self._target_layers = [np.asarray(p, np.float32) for p in weights.v_target]
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """V_target(obs) for obs [B, obs_dim] -> [B]."""
+        return mlp_forward(self._target_layers, obs, self.act_fn)[:, 0]
+
+    def forward(self, obs: np.ndarray) -> np.ndarray:
+        """Actor output: logits [B, K] (Discrete) or Gaussian mean of u [B, A] (Box)."""
+        return mlp_forward(self._actor_layers, obs, self.act_fn)
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
+        """Sample actions for obs [B, obs_dim].
+
+        Returns (stored, env_action, logp): `stored` is what the learner re-scores (the
+        Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
+        the env receives, `logp` is log pi(stored | obs) including the tanh Jacobian.
+        """
+        out = self.forward(obs)
+        if self.space.discrete:
+            return self._act_discrete(out, rng, deterministic)
+        return self._act_box(out, rng, deterministic)
+
+    def _act_discrete(self, logits, rng, deterministic):
+        logp_all = log_softmax(logits)
+        if deterministic:
+            a = logits.argmax(axis=-1)
+        else:  # Gumbel-max: one uniform draw per logit, no per-row loop
+            u = rng.random(logits.shape, dtype=np.float32)
+            a = (logits - np.log(-np.log(np.clip(u, 1e-12, 1.0)))).argmax(axis=-1)
+        logp = np.take_along_axis(logp_all, a[:, None], axis=-1)[:, 0]
+        return a.astype(np.int32), a + self.space.action_start, logp.astype(np.float32)
+
+    def _act_box(self, mean, rng, deterministic):
+        std = np.exp(self._log_std)
+        eps = np.zeros_like(mean) if deterministic else rng.standard_normal(mean.shape, dtype=np.float32)
+        u = (mean + std * eps).astype(np.float32)
+        gauss = -0.5 * eps * eps - self._log_std - HALF_LOG_2PI
+        logp = (gauss - log1m_tanh_sq(u)).sum(axis=-1) - self.log_half_range
+        env_action = self.low + (np.tanh(u) + np.float32(1.0)) * self.half_range
+        return u, env_action, logp.astype(np.float32)

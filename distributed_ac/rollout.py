@@ -1,0 +1,109 @@
+"""RolloutWorker: a vector env plus a policy copy; `collect()` returns one whole Batch.
+
+A plain class: serial mode calls it directly, distributed.py wraps it in ray.remote.
+It imports neither TensorFlow nor Ray, so a worker process stays small.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config
+from distributed_ac.envs import make_vector_env, space_of
+from distributed_ac.policy import Policy
+
+
+def limit_threads(cpus: float) -> None:
+    """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe."""
+    n = max(1, int(cpus))
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n)
+    except ImportError:  # the env vars set by the launcher still apply
+        pass
+
+
+class RolloutWorker:
+    def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True):
+        if limit_cpus:
+            limit_threads(cfg.worker_cpus)
+        self.cfg = cfg
+        self.worker_id = worker_id
+        self.num_envs = cfg.envs_per_worker
+        self.envs = make_vector_env(cfg.env, self.num_envs, cfg.vectorization)
+        self.space = space_of(self.envs, cfg.env)
+        self.policy = Policy(self.space, cfg.activation)
+        # Distinct, reproducible streams per worker: env seeds and action sampling.
+        seed = cfg.seed + 10_007 * worker_id
+        self.rng = np.random.default_rng(seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self._obs = self._as_obs(obs)
+        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
+        self._ep_return = np.zeros(self.num_envs, np.float64)
+        self._ep_length = np.zeros(self.num_envs, np.int64)
+
+    def _as_obs(self, obs) -> np.ndarray:
+        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+
+    def info(self) -> dict:
+        """Where this worker runs and what it uses (the driver logs it)."""
+        return {"worker_id": self.worker_id, "pid": os.getpid(),
+                "uses_tensorflow": self.policy.uses_tensorflow}
+
+    def collect(self, weights: Weights | None = None) -> Batch:
+        """Step every sub-env `rollout_length` times with the newest weights."""
+        if weights is not None:
+            self.policy.load(weights)
+        if self.policy.weights is None:
+            raise RuntimeError("RolloutWorker.collect called before any Weights were given")
+        T, N = self.cfg.rollout_length, self.num_envs
+        obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
+        returns, lengths = [], []
+        for _ in range(T):
+            stored, env_action, lp = self.policy.act(self._obs, self.rng)
+            next_obs, r, te, tr, _ = self.envs.step(env_action)
+            real = ~self._after_done
+            obs.append(self._obs)
+            actions.append(stored)
+            logp.append(lp)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            mask.append(real)
+            self._ep_return += np.where(real, r, 0.0)
+            self._ep_length += real
+            done = np.logical_or(te, tr) & real
+            if done.any():
+                returns.append(self._ep_return[done].copy())
+                lengths.append(self._ep_length[done].copy())
+                self._ep_return[done] = 0.0
+                self._ep_length[done] = 0
+            self._after_done = np.logical_or(te, tr)
+            self._obs = self._as_obs(next_obs)
+        obs_arr = np.stack(obs)
+        values = self.policy.value(
+            np.concatenate([obs_arr.reshape(T * N, -1), self._obs])).reshape(T + 1, N)
+        w = self.policy.weights
+        f32 = np.float32
+        return Batch(
+            obs=obs_arr,
+            actions=np.stack(actions),
+            rewards=np.stack(rew).astype(f32),
+            terminated=np.stack(term).astype(f32),
+            truncated=np.stack(trunc).astype(f32),
+            mask=np.stack(mask).astype(f32),
+            behaviour_logp=np.stack(logp),
+            values=values.astype(f32),
+            policy_version=w.version,
+            target_version=w.target_version,
+            worker_id=self.worker_id,
+            episode_returns=np.concatenate(returns) if returns else np.zeros(0),
+            episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+        )
+
+    def close(self) -> None:
+        self.envs.close()

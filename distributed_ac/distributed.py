@@ -22,9 +22,7 @@ class _PlacedRolloutWorker(RolloutWorker):
     """A RolloutWorker that can also say which Ray node it landed on."""
 
     def info(self) -> dict:
-        ctx = ray.get_runtime_context()
-        return {**super().info(), "node_id": ctx.get_node_id(),
-                "node_ip": ray.util.get_node_ip_address()}
+        return {**super().info(), "node_id": ray.get_runtime_context().get_node_id()}
 
 
 def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
@@ -68,8 +66,10 @@ class RayPool:
         return len(self.workers)
 
     def placement(self) -> list[dict]:
-        """Each worker's id, pid and node (blocks until every worker has started)."""
-        return ray.get([w.info.remote() for w in self.workers])
+        """Each worker's id, pid, memory and node (blocks until every worker has started)."""
+        infos = ray.get([w.info.remote() for w in self.workers])
+        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+        return [{**i, "node_ip": ips.get(i["node_id"], "?")} for i in infos]
 
     def publish(self, weights: Weights) -> ray.ObjectRef:
         """Put a bundle in the object store once per version; every worker reads that copy."""

@@ -69,7 +69,10 @@ class Learner:
         self.policy_version = 0
         self.target_version = 0
         self._target_arrays: list[np.ndarray] | None = None
-        self._train_step = tf.function(self._step_graph, input_signature=self._signature())
+        # autograph off: the step has no tensor-dependent Python control flow, and errors
+        # raised while tracing (NoGradientError) then reach the caller unwrapped.
+        self._train_step = tf.function(self._step_graph, input_signature=self._signature(),
+                                       autograph=False)
 
     def _signature(self):
         T, d = self.cfg.rollout_length, self.space.obs_dim
@@ -138,7 +141,7 @@ class Learner:
     def _apply(tape, loss, variables, optimizer, clip, loss_name):
         grads = tape.gradient(loss, variables)
         # Runs while tracing, i.e. before the first update ever applies.
-        missing = [v.path for v, g in zip(variables, grads) if g is None]
+        missing = [getattr(v, "path", v.name) for v, g in zip(variables, grads) if g is None]
         if missing:
             raise NoGradientError(f"the {loss_name} loss gives no gradient to: {', '.join(missing)}")
         grads, norm = tf.clip_by_global_norm(grads, clip)

@@ -27,6 +27,18 @@ def limit_threads(cpus: float) -> None:
         pass
 
 
+def resident_mb() -> float:
+    """This process's current resident memory (Linux /proc; NaN elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 class RolloutWorker:
     def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True):
         if limit_cpus:
@@ -51,7 +63,7 @@ class RolloutWorker:
 
     def info(self) -> dict:
         """Where this worker runs and what it uses (the driver logs it)."""
-        return {"worker_id": self.worker_id, "pid": os.getpid(),
+        return {"worker_id": self.worker_id, "pid": os.getpid(), "rss_mb": resident_mb(),
                 "uses_tensorflow": self.policy.uses_tensorflow}
 
     def collect(self, weights: Weights | None = None) -> Batch:

@@ -83,7 +83,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
                   f"{cfg.envs_per_worker} envs each, mode {cfg.mode}")
     try:
         for info in pool.placement():
-            progress.note(f"worker {info['worker_id']}: pid {info['pid']} on {info['node_ip']}")
+            progress.note(f"worker {info['worker_id']}: pid {info['pid']} on {info['node_ip']}, "
+                          f"{info['rss_mb']:.0f} MB resident")
         counters, stats = _loop(cfg, pool, learner, progress, start)
     finally:
         pool.close()

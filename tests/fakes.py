@@ -1,0 +1,47 @@
+"""Small deterministic environments for unit tests that isolate one piece.
+
+`Countdown` lets a test know exactly where episodes end and how: every episode lasts
+`length` steps, observation = [steps taken], reward = 1 per step, and it ends by
+termination or by truncation as asked. Anything learning-related uses real Gymnasium
+environments instead.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+
+class Countdown(gym.Env):
+    def __init__(self, length: int = 3, truncate: bool = False):
+        self.length, self.truncate = length, truncate
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0]), {}
+
+    def step(self, action):
+        self.t += 1
+        end = self.t >= self.length
+        return (np.array([float(self.t)]), 1.0, end and not self.truncate,
+                end and self.truncate, {})
+
+
+class CountdownTruncated(Countdown):
+    def __init__(self):
+        super().__init__(length=3, truncate=True)
+
+
+class MultiDiscreteEnv(Countdown):
+    """Same dynamics, an action space the trainer refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.MultiDiscrete([2, 3])
+
+
+class ExplodingEnv(Countdown):
+    def step(self, action):
+        raise RuntimeError("boom at step")

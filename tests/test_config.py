@@ -1,0 +1,71 @@
+"""One typed config: YAML in and out, flags over YAML, checks at load time."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from distributed_ac.cli import parse_train_args
+from distributed_ac.config import Config, ConfigError, dump_yaml, from_dict, load_yaml
+
+
+def test_yaml_round_trip_gives_the_same_config(tmp_path):
+    cfg = Config(env="Pendulum-v1", hidden_sizes=(32, 32, 16), stop_at_return=-200.0, mode="sync")
+    dump_yaml(cfg, tmp_path / "c.yaml")
+    assert load_yaml(tmp_path / "c.yaml") == cfg
+
+
+def test_flags_override_the_yaml_file_which_overrides_defaults(tmp_path):
+    (tmp_path / "c.yaml").write_text("env: Pendulum-v1\nnum_workers: 3\ngamma: 0.9\n")
+    args = parse_train_args(["--config", str(tmp_path / "c.yaml"), "--gamma", "0.5",
+                             "--hidden-sizes", "8", "8"])
+    assert args.cfg.env == "Pendulum-v1" and args.cfg.num_workers == 3
+    assert args.cfg.gamma == 0.5 and args.cfg.hidden_sizes == (8, 8)
+    assert args.cfg.entropy_coef == Config().entropy_coef
+
+
+def test_yaml_scientific_notation_is_accepted_for_integer_fields():
+    assert from_dict({"total_env_steps": 2e6}).total_env_steps == 2_000_000
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"gamma": 1.5}, "gamma must be in"),
+    ({"target_tau": 0.0}, "target_tau"),
+    ({"mode": "fast"}, "'mode' must be one of"),
+    ({"envs_per_worker": "many"}, "'envs_per_worker' must be int"),
+    ({"hidden_sizes": []}, "hidden_sizes"),
+    ({"total_env_steps": 10}, "smaller than one batch"),
+    ({"learning_rate": 1e-3}, "unknown config field"),
+    ({"actor_lr_decay_rate": 1.5}, "decay_rate"),
+])
+def test_invalid_values_are_refused_with_a_clear_message(values, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(values)
+
+
+def test_malformed_yaml_is_a_config_error(tmp_path):
+    (tmp_path / "bad.yaml").write_text("env: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_yaml(tmp_path / "bad.yaml")
+
+
+def test_train_help_lists_every_field_with_its_help():
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", "--help"],
+                         capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
+    assert out.returncode == 0
+    for f in dataclasses.fields(Config):
+        assert "--" + f.name.replace("_", "-") in out.stdout, f.name
+    assert "Discount factor." in out.stdout
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["train", "--gamma", "7"], "gamma must be in [0, 1]"),
+    (["train", "--env", "NoSuchEnv-v9"], "unknown environment id 'NoSuchEnv-v9'"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+])
+def test_cli_bad_input_is_one_line_and_exit_code_2(argv, needle):
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", *argv],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr

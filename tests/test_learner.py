@@ -1,0 +1,120 @@
+"""The Learner, stepped from real worker batches with no Ray: V_target, two optimizers,
+per-network clipping, the shared trunk and the no-gradient check."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distributed_ac.config import Config
+from distributed_ac.learner import Learner, NoGradientError
+from distributed_ac.networks import path_variables
+from distributed_ac.rollout import RolloutWorker
+
+
+def setup(**kw):
+    cfg = Config(envs_per_worker=8, rollout_length=8, total_env_steps=10_000, **kw)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    return cfg, worker, learner
+
+
+def arrays(variables):
+    return [v.numpy().copy() for v in variables]
+
+
+def same(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_v_target_equals_v_at_start_and_after_each_sync_and_differs_between():
+    cfg, worker, learner = setup(target_sync_every=3)
+    critic = lambda: arrays(path_variables(learner.nets.critic_path))  # noqa: E731
+    target = lambda: arrays(path_variables(learner.nets.target_path))  # noqa: E731
+    assert same(critic(), target())
+    for update in range(1, 7):
+        learner.step(worker.collect(learner.weights()))
+        assert same(critic(), target()) == (update % 3 == 0), update
+    assert learner.target_version == 2
+
+
+def test_polyak_tau_moves_v_target_part_way():
+    cfg, worker, learner = setup(target_tau=0.25)
+    before = arrays(path_variables(learner.nets.target_path))
+    learner.step(worker.collect(learner.weights()))
+    critic = arrays(path_variables(learner.nets.critic_path))
+    after = arrays(path_variables(learner.nets.target_path))
+    for b, c, a in zip(before, critic, after):
+        np.testing.assert_allclose(a, 0.25 * c + 0.75 * b, rtol=1e-5, atol=1e-7)
+
+
+def test_shared_trunk_is_the_same_variables_in_actor_and_critic():
+    _, _, learner = setup(topology="shared")
+    nets = learner.nets
+    actor_ids = {id(v) for v in nets.actor.trainable_variables}
+    critic_ids = {id(v) for v in nets.critic.trainable_variables}
+    trunk_ids = {id(v) for layer in nets.shared_trunk for v in layer.trainable_variables}
+    assert trunk_ids and trunk_ids <= actor_ids & critic_ids
+    # separate topology: nothing in common
+    _, _, sep = setup(topology="separate")
+    assert not ({id(v) for v in sep.nets.actor.trainable_variables}
+                & {id(v) for v in sep.nets.critic.trainable_variables})
+
+
+def test_shared_trunk_moves_with_one_update_and_v_target_keeps_its_own_copy():
+    _, worker, learner = setup(topology="shared", target_sync_every=100)
+    trunk = [v for layer in learner.nets.shared_trunk for v in layer.trainable_variables]
+    before = arrays(trunk)
+    learner.step(worker.collect(learner.weights()))
+    assert not same(before, arrays(trunk))
+    target_trunk = arrays(path_variables(learner.nets.target_path)[: len(trunk)])
+    assert same(before, target_trunk)
+
+
+def test_variable_without_gradient_fails_at_first_update_naming_it():
+    _, worker, learner = setup()
+    batch = worker.collect(learner.weights())
+    orphan = keras.layers.Dense(3, name="orphan_layer")
+    orphan.build((None, 4))
+    learner.nets.actor_path.append(orphan)  # in the actor's group, not in its graph
+    before = arrays(learner.nets.actor.trainable_variables)
+    with pytest.raises(NoGradientError, match="actor loss.*orphan_layer"):
+        learner.step(batch)
+    assert same(before, arrays(learner.nets.actor.trainable_variables))
+    assert int(learner.actor_opt.iterations) == 0
+
+
+def test_two_optimizers_follow_their_own_exponential_decay():
+    _, worker, learner = setup(actor_lr=1e-3, actor_lr_decay_steps=4, actor_lr_decay_rate=0.5,
+                               critic_lr=3e-3, critic_lr_decay_steps=10, critic_lr_decay_rate=0.9)
+    assert learner.actor_opt is not learner.critic_opt
+    for _ in range(6):
+        metrics = learner.step(worker.collect(learner.weights()))
+    k = 6
+    assert int(learner.actor_opt.iterations) == int(learner.critic_opt.iterations) == k
+    np.testing.assert_allclose(metrics["learning_rate_actor"], 1e-3 * 0.5 ** (k / 4), rtol=1e-5)
+    np.testing.assert_allclose(metrics["learning_rate_critic"], 3e-3 * 0.9 ** (k / 10), rtol=1e-5)
+
+
+@pytest.mark.parametrize("tiny", ["actor", "critic"])
+def test_each_network_is_clipped_by_its_own_global_norm(tiny):
+    # A clip of 1e-9 shrinks that network's Adam step ~1e4-fold (the step is lr * g / (|g| + eps)
+    # with eps = 1e-5); the other network, clipped at 1e3, takes a full step.
+    clips = {"max_grad_norm_actor": 1e3, "max_grad_norm_critic": 1e3, f"max_grad_norm_{tiny}": 1e-9}
+    _, worker, learner = setup(actor_lr=1e-2, critic_lr=1e-2, **clips)
+    groups = {"actor": learner.nets.actor_variables, "critic": learner.nets.critic_variables}
+    before = {k: arrays(v) for k, v in groups.items()}
+    metrics = learner.step(worker.collect(learner.weights()))
+    moved = {k: max(np.abs(a - b).max() for a, b in zip(arrays(groups[k]), before[k])) for k in groups}
+    other = "critic" if tiny == "actor" else "actor"
+    assert moved[tiny] < 1e-5 and moved[other] > 1e-3, moved
+    assert metrics[f"grad_norm_{tiny}"] > 1e-9  # the pre-clip norm is reported
+
+
+def test_repeated_updates_on_one_batch_fit_the_critic():
+    _, worker, learner = setup(critic_lr=1e-2)
+    batch = worker.collect(learner.weights())
+    first = learner.step(batch)["critic_loss"]
+    for _ in range(30):
+        last = learner.step(batch)["critic_loss"]
+    assert last < 0.5 * first

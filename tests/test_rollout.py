@@ -1,0 +1,81 @@
+"""RolloutWorker: batch layout, the NEXT_STEP reset mask, termination vs truncation."""
+
+import numpy as np
+
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config
+from distributed_ac.envs import EnvSpace
+from distributed_ac.rollout import RolloutWorker
+
+
+def zero_weights(space: EnvSpace, hidden=(4,)) -> Weights:
+    sizes = [space.obs_dim, *hidden, space.num_actions]
+    actor = [a for i in range(len(sizes) - 1)
+             for a in (np.zeros((sizes[i], sizes[i + 1]), np.float32), np.zeros(sizes[i + 1], np.float32))]
+    if not space.discrete:
+        actor.append(np.zeros(space.num_actions, np.float32))
+    vs = [space.obs_dim, *hidden, 1]
+    target = [a for i in range(len(vs) - 1)
+              for a in (np.zeros((vs[i], vs[i + 1]), np.float32), np.full(vs[i + 1], 0.5, np.float32))]
+    return Weights(version=7, target_version=3, actor=actor, v_target=target)
+
+
+def worker(env="fakes:Countdown", n=2, t=8, **kw) -> RolloutWorker:
+    cfg = Config(env=env, envs_per_worker=n, rollout_length=t, total_env_steps=10_000, **kw)
+    return RolloutWorker(cfg, worker_id=1, limit_cpus=False)
+
+
+def test_batch_is_time_major_float32_and_tagged_with_versions():
+    w = worker()
+    b = w.collect(zero_weights(w.space))
+    assert b.obs.shape == (8, 2, 1) and b.obs.dtype == np.float32
+    assert b.rewards.shape == b.mask.shape == b.terminated.shape == (8, 2)
+    assert b.values.shape == (9, 2) and b.values.dtype == np.float32
+    assert (b.policy_version, b.target_version, b.worker_id) == (7, 3, 1)
+    assert b.env_steps == 16
+
+
+def test_reset_step_after_an_episode_end_is_masked():
+    w = worker()  # episodes of 3 steps: steps 0,1,2 real, step 3 is the reset step
+    b = w.collect(zero_weights(w.space))
+    np.testing.assert_array_equal(b.mask[:, 0], [1, 1, 1, 0, 1, 1, 1, 0])
+    np.testing.assert_array_equal(b.terminated[:, 0], [0, 0, 1, 0, 0, 0, 1, 0])
+    assert not b.truncated.any()
+    # obs after the reset step starts over from 0
+    np.testing.assert_array_equal(b.obs[:, 0, 0], [0, 1, 2, 3, 0, 1, 2, 3])
+
+
+def test_mask_carries_across_collect_calls():
+    w = worker(t=4)  # steps 0-2 real, 3 reset; next batch starts real again
+    first = w.collect(zero_weights(w.space))
+    second = w.collect()
+    np.testing.assert_array_equal(first.mask[:, 0], [1, 1, 1, 0])
+    np.testing.assert_array_equal(second.mask[:, 0], [1, 1, 1, 0])
+    w5 = worker(t=3)  # ends exactly on the done step: the next batch opens with the reset
+    w5.collect(zero_weights(w5.space))
+    assert w5.collect().mask[0, 0] == 0
+
+
+def test_truncation_is_kept_apart_from_termination():
+    w = worker(env="fakes:CountdownTruncated")
+    b = w.collect(zero_weights(w.space))
+    np.testing.assert_array_equal(b.truncated[:, 0], [0, 0, 1, 0, 0, 0, 1, 0])
+    assert not b.terminated.any()
+    # values[t+1] at the truncation step is V_target of the real final observation
+    np.testing.assert_allclose(b.values[3, 0], 0.5)
+
+
+def test_episode_returns_count_only_real_steps():
+    w = worker()
+    b = w.collect(zero_weights(w.space))
+    np.testing.assert_array_equal(b.episode_returns, [3.0] * 4)
+    np.testing.assert_array_equal(b.episode_lengths, [3] * 4)
+
+
+def test_concat_joins_workers_along_the_env_axis():
+    w = worker()
+    wt = zero_weights(w.space)
+    a, b = w.collect(wt), worker().collect(wt)
+    joined = Batch.concat([a, b])
+    assert joined.obs.shape == (8, 4, 1) and joined.values.shape == (9, 4)
+    assert len(joined.episode_returns) == 8

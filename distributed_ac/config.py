@@ -40,9 +40,9 @@ class Config:
     """Run the same classes in one process without Ray (debugging, exact reproducibility)."""
     num_workers: int = 0
     """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine)."""
-    envs_per_worker: int = 64
+    envs_per_worker: int = 32
     """Sub-environments each worker steps in one vector env (N of a worker's [T, N] batch)."""
-    rollout_length: int = 32
+    rollout_length: int = 16
     """Steps per sub-env in one batch (T of the [T, N] batch)."""
     worker_cpus: float = 1.0
     """CPUs Ray reserves for each rollout worker; BLAS threads are limited to this share."""
@@ -76,7 +76,7 @@ class Config:
     """Discount factor."""
     gae_lambda: float = 0.95
     """GAE / V-trace lambda: 0 = one-step TD, 1 = n-step to the end of the rollout."""
-    reward_scale: float = 1.0
+    reward_scale: float = 0.1
     """Rewards are multiplied by this before returns are computed."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus in the actor loss."""

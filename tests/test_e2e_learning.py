@@ -1,0 +1,45 @@
+"""Learning, end to end: the real `dac train` CLI on an embedded local Ray, real
+Gymnasium environments, fixed seeds, a reward floor within an env-step budget."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CARTPOLE_BUDGET = 500_000
+PENDULUM_BUDGET = 1_500_000
+
+
+def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", *flags],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("topology", ["separate", "shared"])
+def test_cartpole_reaches_475_within_budget_on_local_ray(mode, topology):
+    summary, log = dac_train("--env", "CartPole-v1", "--mode", mode, "--topology", topology,
+                             "--seed", "0", "--stop-at-return", "475",
+                             "--total-env-steps", str(CARTPOLE_BUDGET))
+    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
+    assert summary["env_steps"] <= CARTPOLE_BUDGET + 16 * 32
+    assert summary["mode"] == mode and summary["topology"] == topology
+    if mode == "sync":
+        assert summary["max_policy_lag"] == 0
+    # the Ray worker process is light: no TensorFlow in it
+    rss = [float(m) for m in re.findall(r"([\d.]+) MB resident", log)]
+    assert rss and max(rss) < 200, log
+
+
+def test_pendulum_reaches_minus_250_within_budget_on_local_ray():
+    summary, _ = dac_train("--env", "Pendulum-v1", "--seed", "0", "--gamma", "0.95",
+                           "--reward-scale", "0.1", "--actor-lr-decay-rate", "1",
+                           "--critic-lr-decay-rate", "1", "--stop-at-return", "-250",
+                           "--total-env-steps", str(PENDULUM_BUDGET), timeout=900)
+    assert summary["solved"] and summary["mean_return_100"] >= -250, summary

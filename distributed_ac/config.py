@@ -46,7 +46,7 @@ class Config:
     """Steps per sub-env in one batch (T of the [T, N] batch)."""
     worker_cpus: float = 1.0
     """CPUs Ray reserves for each rollout worker; BLAS threads are limited to this share."""
-    total_env_steps: int = 1_000_000
+    total_env_steps: int = 500_000
     """Stop after the learner has consumed this many environment steps."""
     stop_at_return: Optional[float] = None
     """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""

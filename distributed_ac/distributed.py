@@ -69,7 +69,18 @@ class RayPool:
         """Each worker's id, pid, memory and node (blocks until every worker has started)."""
         infos = ray.get([w.info.remote() for w in self.workers])
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-        return [{**i, "node_ip": ips.get(i["node_id"], "?")} for i in infos]
+        return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
+
+    def learner_node(self) -> str:
+        """Where this driver (and so the learner) runs, and whether Ray has a GPU for it."""
+        ctx = ray.get_runtime_context()
+        gpus = ray.cluster_resources().get("GPU", 0)
+        mine = ray.get_gpu_ids()
+        where = f"node {ray.util.get_node_ip_address()} ({ctx.get_node_id()[:8]})"
+        if gpus and not mine:
+            log.warning("the cluster has %d GPU(s) but none is reserved for this driver: submit "
+                        "with `ray job submit --entrypoint-num-gpus 1` to run the learner on one", gpus)
+        return where + (f", Ray GPU ids {mine}" if mine else "")
 
     def publish(self, weights: Weights) -> ray.ObjectRef:
         """Put a bundle in the object store once per version; every worker reads that copy."""

@@ -47,7 +47,8 @@ class ConsoleProgress:
 
     def __init__(self, total_steps: int, every_s: float, stream=None):
         self.total, self.every_s = total_steps, every_s
-        self.console = Console(file=stream or sys.stderr)
+        # soft_wrap: a progress line stays one line in logs, however narrow the "terminal".
+        self.console = Console(file=stream or sys.stderr, soft_wrap=True)
         self.live = self.console.is_terminal
         self._last = 0.0
         self._bar = None

@@ -34,7 +34,10 @@ class SerialPool:
         return len(self.workers)
 
     def placement(self) -> list[dict]:
-        return [{**w.info(), "node_ip": "in-process"} for w in self.workers]
+        return [{**w.info(), "node_ip": "in-process", "node": "local"} for w in self.workers]
+
+    def learner_node(self) -> str:
+        return "this process"
 
     def publish(self, weights: Weights) -> Weights:
         return weights
@@ -79,11 +82,12 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
 
     learner = Learner(cfg, space)
     progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s)
-    progress.note(f"learner on {learner.device}; {len(pool)} rollout worker(s), "
-                  f"{cfg.envs_per_worker} envs each, mode {cfg.mode}")
+    progress.note(f"learner on {learner.device} at {pool.learner_node()}; {len(pool)} rollout "
+                  f"worker(s), {cfg.envs_per_worker} envs each, mode {cfg.mode}")
     try:
         for info in pool.placement():
-            progress.note(f"worker {info['worker_id']}: pid {info['pid']} on {info['node_ip']}, "
+            progress.note(f"worker {info['worker_id']}: pid {info['pid']} on node {info['node_ip']} "
+                          f"({info['node']}), "
                           f"{info['rss_mb']:.0f} MB resident")
         counters, stats = _loop(cfg, pool, learner, progress, start)
     finally:

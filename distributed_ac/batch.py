@@ -29,6 +29,7 @@ class Batch:
     worker_id: int = 0
     episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    nonfinite: str = ""  # why this batch must not be trained on ('' = all finite)
 
     @property
     def env_steps(self) -> int:

@@ -20,11 +20,13 @@ import tyro  # noqa: E402
 
 from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
 from distributed_ac.envs import EnvError  # noqa: E402
+from distributed_ac.errors import RunStopped  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
 
 commands:
   train     train an agent (dac train --help lists every config field)
+  bench     measure env, worker, learner, broadcast and end-to-end throughput
 """
 
 
@@ -71,7 +73,13 @@ def cmd_train(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train}
+def cmd_bench(argv: list[str]) -> int:
+    from distributed_ac.bench import main as bench_main  # TF/Ray load only if a phase needs them
+
+    return bench_main(argv)
+
+
+COMMANDS = {"train": cmd_train, "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvError, UsageError) as e:
         print(f"dac: error: {e}", file=sys.stderr)
         return 2
+    except RunStopped as e:  # the run could not go on; its last checkpoint stays usable
+        print(f"dac: run stopped: {e}", file=sys.stderr)
+        return 1
     finally:
         _shutdown_ray()
 

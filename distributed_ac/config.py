@@ -58,6 +58,14 @@ class Config:
     """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
     c_bar: float = 1.0
     """V-trace trace-cutting clip c-bar."""
+    max_worker_restarts: int = 20
+    """Replacements of dead or failing rollout workers allowed in one run before it stops."""
+    max_env_failures: int = 3
+    """Consecutive collect() failures of one worker (env exceptions) before the run stops."""
+    on_nonfinite: Literal["stop", "drop"] = "stop"
+    """A NaN/Inf observation or reward: stop the run naming env and step, or drop the batch and count it."""
+    max_nonfinite_updates: int = 5
+    """Consecutive learner updates skipped for a non-finite loss or gradient before the run stops."""
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
 
@@ -109,9 +117,13 @@ class Config:
     target_tau: float = 1.0
     """V_target sync weight: 1.0 = exact copy (hard sync); < 1 = Polyak averaging."""
 
-    # --- reporting ---------------------------------------------------------------
+    # --- reporting and checkpoints ----------------------------------------------
     log_every_s: float = 2.0
     """Seconds between progress lines / metric rows."""
+    checkpoint_every: int = 250
+    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM). Workers re-seed their envs at these boundaries, which is what makes a resume exact (README, 'Resume')."""
+    keep_checkpoints: int = 3
+    """How many of the newest checkpoints stay on disk."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -165,6 +177,9 @@ def _check_ranges(c: Config) -> None:
         (c.worker_cpus > 0, "worker_cpus must be > 0"),
         (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
         (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),
+        (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
+        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
+         "max_env_failures and max_nonfinite_updates must be >= 1"),
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
         (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
          "hidden_sizes must list at least one positive width"),
@@ -183,6 +198,8 @@ def _check_ranges(c: Config) -> None:
         (c.target_sync_every >= 1, "target_sync_every must be >= 1"),
         (0 < c.target_tau <= 1, "target_tau must be in (0, 1]"),
         (c.log_every_s > 0, "log_every_s must be > 0"),
+        (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
+        (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
     ]
     for ok, message in rules:
         if not ok:

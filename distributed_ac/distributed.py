@@ -13,6 +13,7 @@ import ray
 
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
+from distributed_ac.errors import NonFiniteError, WorkerFailure
 from distributed_ac.rollout import RolloutWorker
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,15 @@ class RayPool:
     """W remote RolloutWorkers, each with at most one collect() in flight."""
 
     def __init__(self, cfg: Config, num_workers: int):
-        remote_cls = ray.remote(_PlacedRolloutWorker)
-        opts = dict(num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD",
-                    runtime_env={"env_vars": thread_env(cfg.worker_cpus)})
-        self.workers = [remote_cls.options(**opts).remote(cfg, i) for i in range(num_workers)]
+        self.cfg = cfg
+        self._cls = ray.remote(_PlacedRolloutWorker).options(
+            num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD",
+            runtime_env={"env_vars": thread_env(cfg.worker_cpus)})
+        self.workers = [self._cls.remote(cfg, i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}
         self._published: tuple[int, int, ray.ObjectRef] | None = None
+        self.restarts = 0
+        self._env_failures = [0] * num_workers  # consecutive, per worker
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -93,11 +97,50 @@ class RayPool:
         self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
 
     def wait(self, num: int) -> list[Batch]:
-        """Block until `num` collects have finished; return their batches."""
-        ready, _ = ray.wait(list(self._in_flight), num_returns=num)
-        for ref in ready:
-            del self._in_flight[ref]
-        return ray.get(ready)
+        """Block until `num` whole batches have arrived; replace workers that fail meanwhile.
+
+        A failed collect yields nothing (a batch arrives whole or not at all), so no update
+        ever sees a partial or duplicated batch; the replacement is submitted with the
+        current weights before it samples.
+        """
+        batches: list[Batch] = []
+        while len(batches) < num:
+            (ref,), _ = ray.wait(list(self._in_flight), num_returns=1)
+            worker = self._in_flight.pop(ref)
+            try:
+                batches.append(ray.get(ref))
+                self._env_failures[worker] = 0
+            except ray.exceptions.RayActorError as e:  # process killed, node lost
+                self._replace(worker, f"died ({type(e).__name__})")
+            except ray.exceptions.RayTaskError as e:  # collect() raised inside the worker
+                self._on_worker_error(worker, e.cause if e.cause is not None else e)
+        return batches
+
+    def _on_worker_error(self, worker: int, cause: BaseException) -> None:
+        if isinstance(cause, NonFiniteError):
+            raise cause
+        self._env_failures[worker] += 1
+        if self._env_failures[worker] >= self.cfg.max_env_failures:
+            raise WorkerFailure(f"worker {worker} failed {self._env_failures[worker]} times in a "
+                                f"row (max_env_failures); last error: {cause}")
+        self._replace(worker, f"raised {cause}")
+
+    def _replace(self, worker: int, why: str) -> None:
+        """Start a new actor in the worker's slot and give it the newest weights."""
+        self.restarts += 1
+        if self.restarts > self.cfg.max_worker_restarts:
+            raise WorkerFailure(f"worker {worker} {why}; {self.restarts - 1} restarts already "
+                                f"(max_worker_restarts = {self.cfg.max_worker_restarts})")
+        log.warning("worker %d %s; starting a replacement (restart %d)", worker, why, self.restarts)
+        ray.kill(self.workers[worker], no_restart=True)
+        self.workers[worker] = self._cls.remote(self.cfg, worker)
+        self.submit(worker, self._published[2])
+
+    def reseed(self, seeds: list[int]) -> None:
+        """Reseed every worker (a checkpoint boundary). Not awaited: a Ray actor runs calls
+        in submission order, so this lands after any collect in flight and before the next."""
+        for w, seed in zip(self.workers, seeds):
+            w.reseed.remote(seed)
 
     def close(self) -> None:
         for w in self.workers:

@@ -58,6 +58,33 @@ def resolve_env_id(env: str) -> str:
     return env_id
 
 
+class _NameSubEnvErrors(gym.Wrapper):
+    """Re-raise a sub-env's exception with its index, so a failure can be located."""
+
+    def __init__(self, env: gym.Env, index: int):
+        super().__init__(env)
+        self.index = index
+
+    def step(self, action):
+        try:
+            return self.env.step(action)
+        except Exception as e:
+            e.sub_env_index = self.index  # read by sub_env_of(); the exception stays itself
+            raise
+
+
+def sub_env_of(error: BaseException) -> str:
+    """'sub-env i' when the failing sub-env is known (sync vectorization), else why not."""
+    index = getattr(error, "sub_env_index", None)
+    return f"sub-env {index}" if index is not None else "sub-env unknown (not sync-vectorized)"
+
+
+def _index_wrapper():
+    """A make_vec wrapper that numbers sub-envs in the order SyncVectorEnv creates them."""
+    counter = iter(range(1 << 30))
+    return lambda env: _NameSubEnvErrors(env, next(counter))
+
+
 def _mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str:
     if vectorization == "auto":
         return "vector_entry_point" if spec.vector_entry_point else "sync"
@@ -76,9 +103,10 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto") -> gym
     if mode == "async":
         # fork after TensorFlow or Ray threads exist can deadlock; spawn is always safe.
         vector_kwargs["context"] = "spawn"
+    wrappers = [_index_wrapper()] if mode == "sync" else None
     try:
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode,
-                            vector_kwargs=vector_kwargs)
+                            vector_kwargs=vector_kwargs, wrappers=wrappers)
     except Exception as e:
         raise EnvError(f"cannot make environment '{env}': {type(e).__name__}: {e}") from None
     autoreset = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)

@@ -24,6 +24,7 @@ from distributed_ac import distributions, losses, returns
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
+from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.networks import build_networks, path_variables, sync_target
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class Learner:
             self.critic_opt.build(self.nets.critic_variables)
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0], tf.float32)
         self.updates = 0
+        self.skipped_updates = 0  # non-finite loss or gradient: not applied
+        self._nonfinite_streak = 0
         self.policy_version = 0
         self.target_version = 0
         self._target_arrays: list[np.ndarray] | None = None
@@ -129,24 +132,34 @@ class Learner:
             a_loss, a_metrics = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
             c_loss, c_metrics = losses.critic_loss(v, targets, mask)
             actor_total = a_loss + c.vf_coef * c_loss if nets.shared_trunk else a_loss
-        a_norm = self._apply(tape, actor_total, nets.actor_variables, self.actor_opt,
-                             c.max_grad_norm_actor, "actor")
-        c_norm = self._apply(tape, c_loss, nets.critic_variables, self.critic_opt,
-                             c.max_grad_norm_critic, "critic")
+        a_grads, a_norm = self._clipped(tape, actor_total, nets.actor_variables,
+                                        c.max_grad_norm_actor, "actor")
+        c_grads, c_norm = self._clipped(tape, c_loss, nets.critic_variables,
+                                        c.max_grad_norm_critic, "critic")
         del tape
+        finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
+
+        def apply():
+            self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
+            self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
+            return tf.constant(True)
+
+        # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
+        # iteration counters (hence both schedules) stay exactly as they were.
+        applied = tf.cond(finite, apply, lambda: tf.constant(False))
         return {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
-                "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask)}
+                "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
+                "applied": applied}
 
     @staticmethod
-    def _apply(tape, loss, variables, optimizer, clip, loss_name):
+    def _clipped(tape, loss, variables, clip, loss_name):
+        """Gradients of `loss` clipped by their global norm, and the norm before clipping."""
         grads = tape.gradient(loss, variables)
         # Runs while tracing, i.e. before the first update ever applies.
         missing = [getattr(v, "path", v.name) for v, g in zip(variables, grads) if g is None]
         if missing:
             raise NoGradientError(f"the {loss_name} loss gives no gradient to: {', '.join(missing)}")
-        grads, norm = tf.clip_by_global_norm(grads, clip)
-        optimizer.apply_gradients(zip(grads, variables))
-        return norm
+        return tf.clip_by_global_norm(grads, clip)
 
     # ---- plain Python around it -------------------------------------------------
     def step(self, batch: Batch) -> dict[str, float]:
@@ -155,14 +168,28 @@ class Learner:
             out = self._train_step(batch.obs, batch.actions, batch.rewards, batch.terminated,
                                    batch.truncated, batch.mask, batch.behaviour_logp,
                                    batch.values)
+        metrics = {k: float(v) for k, v in out.items()}
+        if not metrics["applied"]:
+            self.skipped_updates += 1
+            self._nonfinite_streak += 1
+            if self._nonfinite_streak >= self.cfg.max_nonfinite_updates:
+                raise NonFiniteLossError(
+                    f"{self._nonfinite_streak} updates in a row had a non-finite loss or gradient "
+                    f"(critic loss {metrics['critic_loss']}, actor loss {metrics['actor_loss']})")
+            return metrics
+        self._nonfinite_streak = 0
         self.updates += 1
         self.policy_version += 1
         if self.updates % self.cfg.target_sync_every == 0:
             self.sync_target()
-        metrics = {k: float(v) for k, v in out.items()}
         metrics["learning_rate_actor"] = float(self.actor_opt.learning_rate)
         metrics["learning_rate_critic"] = float(self.critic_opt.learning_rate)
         return metrics
+
+    def set_versions(self, updates: int, policy_version: int, target_version: int) -> None:
+        """Continue from a checkpoint: `updates` also sets the V_target sync phase."""
+        self.updates, self.policy_version, self.target_version = updates, policy_version, target_version
+        self._target_arrays = None  # V_target's variables were just restored
 
     def sync_target(self) -> None:
         sync_target(self.nets, self.cfg.target_tau)

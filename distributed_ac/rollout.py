@@ -12,7 +12,8 @@ import numpy as np
 
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
-from distributed_ac.envs import make_vector_env, space_of
+from distributed_ac.envs import make_vector_env, space_of, sub_env_of
+from distributed_ac.errors import EnvStepError, NonFiniteError
 from distributed_ac.policy import Policy
 
 
@@ -66,6 +67,24 @@ class RolloutWorker:
         return {"worker_id": self.worker_id, "pid": os.getpid(), "rss_mb": resident_mb(),
                 "uses_tensorflow": self.policy.uses_tensorflow}
 
+    def load(self, weights: Weights) -> int:
+        """Take a bundle now without collecting (the broadcast benchmark); returns its version."""
+        self.policy.load(weights)
+        return self.policy.weights.version
+
+    def reseed(self, seed: int) -> None:
+        """Restart every sub-env and the sampling stream from `seed`.
+
+        The driver calls this at each checkpoint boundary (and on resume), so the worker's
+        state there is a function of the checkpoint alone; episodes under way are dropped.
+        """
+        self.rng = np.random.default_rng(seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self._obs = self._as_obs(obs)
+        self._after_done[:] = False
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+
     def collect(self, weights: Weights | None = None) -> Batch:
         """Step every sub-env `rollout_length` times with the newest weights."""
         if weights is not None:
@@ -77,7 +96,11 @@ class RolloutWorker:
         returns, lengths = [], []
         for _ in range(T):
             stored, env_action, lp = self.policy.act(self._obs, self.rng)
-            next_obs, r, te, tr, _ = self.envs.step(env_action)
+            try:
+                next_obs, r, te, tr, _ = self.envs.step(env_action)
+            except Exception as e:  # any env bug: report where, let the driver rebuild us
+                raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
+                                   f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
             real = ~self._after_done
             obs.append(self._obs)
             actions.append(stored)
@@ -101,6 +124,7 @@ class RolloutWorker:
             np.concatenate([obs_arr.reshape(T * N, -1), self._obs])).reshape(T + 1, N)
         w = self.policy.weights
         f32 = np.float32
+        nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
         return Batch(
             obs=obs_arr,
             actions=np.stack(actions),
@@ -115,7 +139,24 @@ class RolloutWorker:
             worker_id=self.worker_id,
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            nonfinite=nonfinite,
         )
+
+    def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:
+        """'' if all finite; else a message (or NonFiniteError when on_nonfinite = stop)."""
+        final = self._obs[None]  # the bootstrap observation after the last step
+        checks = (("observation", obs, 0), ("reward", rewards[..., None], 0),
+                  ("observation", final, len(obs)))
+        for what, arr, offset in checks:
+            bad = ~np.isfinite(arr).reshape(arr.shape[0], arr.shape[1], -1).all(axis=-1)
+            if bad.any():
+                t, n = np.argwhere(bad)[0]
+                msg = (f"non-finite {what} from env '{self.cfg.env}' in worker {self.worker_id}, "
+                       f"sub-env {n}, step {t + offset} of a batch made by policy version {version}")
+                if self.cfg.on_nonfinite == "stop":
+                    raise NonFiniteError(msg)
+                return msg
+        return ""
 
     def close(self) -> None:
         self.envs.close()

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from distributed_ac.config import Config
+from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.learner import Learner, NoGradientError
 from distributed_ac.networks import path_variables
 from distributed_ac.rollout import RolloutWorker
@@ -118,3 +119,29 @@ def test_repeated_updates_on_one_batch_fit_the_critic():
     for _ in range(30):
         last = learner.step(batch)["critic_loss"]
     assert last < 0.5 * first
+
+
+def test_non_finite_loss_skips_the_update_and_leaves_all_state_untouched():
+    cfg, worker, learner = setup(max_nonfinite_updates=3)
+    learner.step(worker.collect(learner.weights()))
+    everything = lambda: arrays(learner.nets.actor.trainable_variables  # noqa: E731
+                                + learner.nets.critic.trainable_variables
+                                + learner.actor_opt.variables + learner.critic_opt.variables)
+    before, version = everything(), learner.policy_version
+    bad = worker.collect(learner.weights())
+    bad.rewards[2, 1] = np.nan  # poisons the returns, hence the critic loss
+    metrics = learner.step(bad)
+    assert metrics["applied"] == 0.0
+    assert same(before, everything()) and learner.policy_version == version
+    assert learner.skipped_updates == 1
+    learner.step(worker.collect(learner.weights()))  # a good batch resets the streak
+    assert learner.policy_version == version + 1
+
+
+def test_consecutive_non_finite_updates_stop_the_run():
+    _, worker, learner = setup(max_nonfinite_updates=2)
+    bad = worker.collect(learner.weights())
+    bad.obs[0, 0, 0] = np.inf
+    learner.step(bad)
+    with pytest.raises(NonFiniteLossError, match="2 updates in a row"):
+        learner.step(bad)

@@ -45,3 +45,18 @@ class MultiDiscreteEnv(Countdown):
 class ExplodingEnv(Countdown):
     def step(self, action):
         raise RuntimeError("boom at step")
+
+
+class NaNOnce(Countdown):
+    """Returns a NaN observation once, at step 2 of its first episode, then behaves."""
+
+    def __init__(self):
+        super().__init__(length=5)
+        self.poisoned = False
+
+    def step(self, action):
+        obs, r, te, tr, info = super().step(action)
+        if not self.poisoned and self.t == 2:
+            self.poisoned = True
+            obs = np.array([np.nan])
+        return obs, r, te, tr, info

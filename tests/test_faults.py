@@ -1,0 +1,97 @@
+"""Faults during real runs on a local Ray: killed workers are replaced and the run still
+learns; an env that raises or emits NaN stops the run with one clear line."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TESTS = os.path.dirname(__file__)
+
+
+def dac(*argv, env_extra=None, timeout=600) -> subprocess.CompletedProcess:
+    # Ray workers inherit the driver's environment, so fakes import there too.
+    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "distributed_ac.cli", *argv], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def rollout_worker_pids(root: int) -> list[int]:
+    try:
+        procs = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for p in procs:
+        try:
+            if "RolloutWorker" in " ".join(p.cmdline()):
+                out.append(p.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
+    cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", "CartPole-v1",
+           "--stop-at-return", "475", "--total-env-steps", "600000",
+           "--run-dir", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 240
+        while len(killed) < 5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1.5)
+            pids = [p for p in rollout_worker_pids(proc.pid) if p not in killed]
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+
+    t = threading.Thread(target=killer)
+    t.start()
+    out, err = proc.communicate(timeout=600)
+    t.join()
+    assert proc.returncode == 0, err[-3000:]
+    assert len(killed) >= 5, f"only {len(killed)} kills landed before the run ended"
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["worker_restarts"] >= 5, summary
+    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
+
+
+def test_env_that_raises_stops_the_run_naming_env_worker_and_sub_env(tmp_path):
+    out = dac("train", "--env", "fakes:ExplodingEnv", "--vectorization", "sync",
+              "--envs-per-worker", "4", "--total-env-steps", "10000",
+              "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 1, out.stderr[-2000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("dac: run stopped:"), last
+    assert "fakes:ExplodingEnv" in last and "worker 0" in last and "sub-env 0" in last
+    assert "boom at step" in last and "3 times in a row" in last
+    assert "Traceback" not in out.stderr
+
+
+def test_nan_observation_stops_the_run_by_default_naming_env_and_step(tmp_path):
+    out = dac("train", "--env", "fakes:NaNOnce", "--envs-per-worker", "2",
+              "--total-env-steps", "10000", "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 1, out.stderr[-2000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert "non-finite observation from env 'fakes:NaNOnce'" in last
+    assert re.search(r"sub-env \d+, step 2 of a batch", last), last
+
+
+def test_nan_observation_batch_is_dropped_and_counted_when_configured(tmp_path):
+    out = dac("train", "--env", "fakes:NaNOnce", "--envs-per-worker", "2",
+              "--on-nonfinite", "drop", "--total-env-steps", "3000",
+              "--run-dir", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["dropped_batches"] >= 1 and summary["env_steps"] >= 3000

@@ -1,0 +1,426 @@
+"""`dac bench`: where the time goes, one JSON line per measurement.
+
+Phases, each a rate (the median of `repeats` timed windows, every window listed):
+
+  env        the vector env stepping with random actions                    env_steps/s
+  worker     env + NumPy policy + batch assembly in RolloutWorker.collect   env_steps/s
+  learner    Learner.step (the tf.function) on synthetic batches            samples/s
+  broadcast  publish a Weights bundle and have every Ray worker load it     broadcasts/s
+  e2e_sync / e2e_async   real training on local Ray (the loop after its first update)
+
+`env` and `worker` with W workers run W processes side by side (what W rollout workers
+could reach with no learner and no transport); the rest use this process as the
+learner. Nothing here imports TensorFlow or Ray until a phase needs it.
+Tables, plots and --compare live in bench_report.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+
+import numpy as np
+
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config
+from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
+
+PHASES = ("env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async")
+UNITS = {"env": "env_steps/s", "worker": "env_steps/s", "learner": "samples/s",
+         "broadcast": "broadcasts/s", "e2e_sync": "env_steps/s", "e2e_async": "env_steps/s"}
+GPU_BATCH_SIZES = tuple(1024 * 2 ** i for i in range(9))  # 1k .. 256k samples
+
+
+# ---- facts about the machine ------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpu_names() -> list[str]:
+    """GPU names from nvidia-smi, without importing TensorFlow (empty when none)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, cwd=os.path.dirname(__file__))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: /proc start time vs CLOCK_BOOTTIME)."""
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in ticks
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> dict:
+    """The facts every JSON line carries: CPUs, GPU, versions, commit."""
+    gpus = _gpu_names()
+    return {"cpu_count": os.cpu_count(), "cpu_model": _cpu_model(),
+            "gpu": gpus[0] if gpus else None, "gpu_count": len(gpus),
+            "platform": platform.platform(), "python": platform.python_version(),
+            "versions": {d: _version(d) for d in ("distributed_ac", "tensorflow", "ray",
+                                                  "gymnasium", "numpy")},
+            "commit": _git_commit()}
+
+
+def record(phase: str, cfg: Config, workers: int, rates: list[float], batch_size: int,
+           device: str | None = None, **extra) -> dict:
+    """One measurement as a JSON-ready dict; `value` is the median of `samples`."""
+    return {"phase": phase, "env": cfg.env, "mode": cfg.mode, "workers": workers,
+            "envs_per_worker": cfg.envs_per_worker, "rollout_length": cfg.rollout_length,
+            "batch_size": batch_size, "hidden_sizes": list(cfg.hidden_sizes),
+            "topology": cfg.topology, "device": device, "unit": UNITS[phase],
+            "value": round(statistics.median(rates), 1), "samples": [round(r, 1) for r in rates],
+            "repeats": len(rates), "extra": extra,
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine()}
+
+
+# ---- synthetic inputs -------------------------------------------------------------
+def random_weights(cfg: Config, space: EnvSpace, version: int = 1) -> Weights:
+    """A Weights bundle with the learner's layout, made with NumPy (no TensorFlow)."""
+    rng = np.random.default_rng(cfg.seed)
+
+    def mlp(sizes):
+        return [a for n_in, n_out in zip(sizes[:-1], sizes[1:])
+                for a in ((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
+                          np.zeros(n_out, np.float32))]
+
+    actor = mlp([space.obs_dim, *cfg.hidden_sizes, space.num_actions])
+    if not space.discrete:
+        actor.append(np.full(space.num_actions, cfg.log_std_init, np.float32))
+    return Weights(version, version, actor, mlp([space.obs_dim, *cfg.hidden_sizes, 1]))
+
+
+def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
+    """A [T, N] batch with plausible flags: ~1% episode ends, each followed by a masked reset step."""
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    done = rng.random((T, N)) < 0.01
+    mask = np.ones((T, N), f32)
+    mask[1:][done[:-1]] = 0.0
+    if space.discrete:
+        actions = rng.integers(0, space.num_actions, (T, N)).astype(np.int32)
+        logp = np.full((T, N), -np.log(space.num_actions), f32)
+    else:
+        actions = rng.standard_normal((T, N, space.num_actions)).astype(f32)
+        logp = np.full((T, N), -1.0 * space.num_actions, f32)
+    return Batch(obs=rng.standard_normal((T, N, space.obs_dim)).astype(f32), actions=actions,
+                 rewards=np.ones((T, N), f32), terminated=done.astype(f32),
+                 truncated=np.zeros((T, N), f32), mask=mask, behaviour_logp=logp,
+                 values=(0.1 * rng.standard_normal((T + 1, N))).astype(f32),
+                 policy_version=0, target_version=0)
+
+
+# ---- timing -------------------------------------------------------------------------
+def timed_windows(fn, units_per_call: int, repeats: int, min_time: float) -> list[float]:
+    """Call fn until each window lasts >= min_time seconds; units per second per window."""
+    rates = []
+    for _ in range(repeats):
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            dt = time.perf_counter() - t0
+            if dt >= min_time:
+                break
+        rates.append(calls * units_per_call / dt)
+    return rates
+
+
+def _env_stepper(cfg: Config, worker_id: int):
+    """(one call = one vector step with random actions, env steps per call)."""
+    envs = make_vector_env(cfg.env, cfg.envs_per_worker, cfg.vectorization)
+    space = space_of(envs, cfg.env)
+    rng = np.random.default_rng(cfg.seed + worker_id)
+    envs.reset(seed=cfg.seed + worker_id)
+    n = cfg.envs_per_worker
+    if space.discrete:
+        lo, hi = space.action_start, space.action_start + space.num_actions
+        sample = lambda: rng.integers(lo, hi, n)  # noqa: E731
+    else:
+        low, high = np.asarray(space.action_low), np.asarray(space.action_high)
+        sample = lambda: rng.uniform(low, high, (n, space.num_actions)).astype(np.float32)  # noqa: E731
+    return (lambda: envs.step(sample())), n
+
+
+def _collector(cfg: Config, worker_id: int):
+    """(one call = one RolloutWorker.collect, env steps per call)."""
+    from distributed_ac.rollout import RolloutWorker
+
+    worker = RolloutWorker(cfg, worker_id)
+    weights = random_weights(cfg, worker.space)
+    return (lambda: worker.collect(weights)), cfg.envs_per_worker * cfg.rollout_length
+
+
+def _measure_in_process(kind: str, cfg: Config, worker_id: int, repeats: int,
+                        min_time: float, barrier=None) -> dict:
+    from distributed_ac.rollout import limit_threads, resident_mb
+
+    limit_threads(cfg.worker_cpus)
+    fn, units = (_env_stepper if kind == "env" else _collector)(cfg, worker_id)
+    fn()  # warm-up: first-call allocations, lazy imports
+    if barrier is not None:
+        barrier.wait()
+    rates = timed_windows(fn, units, repeats, min_time)
+    return {"rates": rates, "rss_mb": resident_mb()}
+
+
+def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue) -> None:
+    try:
+        queue.put((worker_id, _measure_in_process(kind, cfg, worker_id, repeats, min_time, barrier)))
+    except BaseException as e:  # report instead of leaving the parent waiting
+        barrier.abort()
+        queue.put((worker_id, {"error": f"{type(e).__name__}: {e}"}))
+
+
+def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
+    """env or worker phase with `workers` processes side by side (1 = this process)."""
+    if workers == 1:
+        out = _measure_in_process(kind, cfg, 0, repeats, min_time)
+        return record(kind, cfg, 1, out["rates"], cfg.envs_per_worker * cfg.rollout_length,
+                      rss_mb=round(out["rss_mb"], 1))
+    ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
+    barrier, queue = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue))
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    errors = [r["error"] for _, r in results if "error" in r]
+    if errors:
+        raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
+    per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
+    return record(kind, cfg, workers, per_window, cfg.envs_per_worker * cfg.rollout_length,
+                  rss_mb=round(max(r["rss_mb"] for _, r in results), 1))
+
+
+def learner_batch_size(cfg: Config, workers: int) -> int:
+    """Samples in one update: one worker's batch (async), or all workers' (sync)."""
+    return cfg.rollout_length * cfg.envs_per_worker * (workers if cfg.mode == "sync" else 1)
+
+
+def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
+                  min_time: float, workers: int = 1) -> dict:
+    """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length)."""
+    from distributed_ac.learner import Learner
+
+    T = cfg.rollout_length
+    N = max(1, batch_size // T)
+    learner = Learner(cfg, space)
+    batch = synthetic_batch(space, T, N, cfg.seed)
+    t0 = time.perf_counter()
+    learner.step(batch)  # traces the tf.function
+    first_s = time.perf_counter() - t0
+    learner.step(batch)
+    rates = timed_windows(lambda: learner.step(batch), T * N, repeats, min_time)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        learner.weights()
+    weights_ms = (time.perf_counter() - t0) / 20 * 1e3
+    return record("learner", cfg, workers, rates, T * N, device=learner.device,
+                  first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3))
+
+
+def _ray_cfg(cfg: Config, workers: int) -> Config:
+    """Shrink worker_cpus so W workers fit the local CPUs (the sweep may ask for more)."""
+    cpus = float(os.cpu_count() or 1)
+    return dataclasses.replace(cfg, num_workers=workers,
+                               worker_cpus=min(cfg.worker_cpus, cpus / workers))
+
+
+def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
+    """ray.put a new bundle, then every worker loads it; also each worker's resident MB."""
+    import ray
+
+    from distributed_ac import distributed
+
+    cfg = _ray_cfg(cfg, workers)
+    distributed.start_ray(None, False)
+    pool = distributed.RayPool(cfg, workers)
+    try:
+        space = probe_space(cfg.env, cfg.vectorization)
+        version = [1]
+
+        def broadcast():
+            version[0] += 1
+            ref = pool.publish(random_weights(cfg, space, version[0]))
+            ray.get([w.load.remote(ref) for w in pool.workers])
+
+        ray.get([w.collect.remote(random_weights(cfg, space)) for w in pool.workers])
+        broadcast()
+        rates = timed_windows(broadcast, 1, repeats, min_time)
+        rss = max(i["rss_mb"] for i in pool.placement())
+    finally:
+        pool.close()
+    return record("broadcast", cfg, workers, rates, 0,
+                  ms=round(1e3 / statistics.median(rates), 3), worker_rss_mb=round(rss, 1))
+
+
+class Recorder:
+    """A quiet stand-in for ConsoleProgress that keeps timestamps of what train() reports."""
+
+    def __init__(self):
+        self.notes: list[tuple[float, str]] = []
+        self.updates: list[tuple[float, int, float]] = []  # (time, env_steps, mean_return)
+
+    def note(self, message: str) -> None:
+        self.notes.append((time.monotonic(), message))
+
+    def update(self, env_steps: int, sps: float, mean_return: float, force: bool = False) -> None:
+        self.updates.append((time.monotonic(), env_steps, mean_return))
+
+    def close(self) -> None:
+        pass
+
+    def steady_rate(self) -> float:
+        """Env steps/s from the first update to the last (start-up and tracing excluded)."""
+        (t0, s0, _), (t1, s1, _) = self.updates[0], self.updates[-1]
+        return (s1 - s0) / max(t1 - t0, 1e-9)
+
+
+def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:
+    """Real training on local Ray for `updates` updates, `repeats` separate runs."""
+    from distributed_ac import distributed
+    from distributed_ac.train import train
+
+    cfg = dataclasses.replace(_ray_cfg(cfg, workers), mode=mode, serial=False,
+                              stop_at_return=None)
+    per_update = learner_batch_size(cfg, workers)
+    cfg = dataclasses.replace(cfg, total_env_steps=max(updates, 2) * per_update)
+    distributed.start_ray(None, False)
+    rates, summaries = [], []
+    for _ in range(repeats):
+        rec = Recorder()
+        with tempfile.TemporaryDirectory(prefix="dac-bench-") as run_dir:
+            summaries.append(train(cfg, progress=rec, run_dir=run_dir))
+        rates.append(rec.steady_rate())
+    return record(f"e2e_{mode}", cfg, workers, rates, per_update,
+                  updates=summaries[-1]["updates"], dropped_batches=summaries[-1]["dropped_batches"],
+                  max_policy_lag=summaries[-1]["max_policy_lag"],
+                  whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])
+
+
+# ---- the sweep and the command line -----------------------------------------------
+def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: float,
+          e2e_updates: int, emit=print) -> list[dict]:
+    """Every phase for every (workers, envs_per_worker); each record is emitted as it lands."""
+    records = []
+    space = None
+    for n in envs_list:
+        for w in workers_list:
+            c = dataclasses.replace(cfg, envs_per_worker=n, num_workers=w,
+                                    total_env_steps=max(cfg.total_env_steps, n * cfg.rollout_length))
+            for phase in phases:
+                if phase in ("env", "worker"):
+                    rec = local_phase(phase, c, w, repeats, min_time)
+                elif phase == "learner":
+                    space = space or probe_space(c.env, c.vectorization)
+                    rec = learner_phase(c, space, learner_batch_size(c, w), repeats, min_time, w)
+                elif phase == "broadcast":
+                    rec = broadcast_phase(c, w, repeats, min_time)
+                else:
+                    rec = e2e_phase(c, w, phase[4:], repeats, e2e_updates)
+                records.append(rec)
+                emit(json.dumps(rec))
+    return records
+
+
+def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=print) -> list[dict]:
+    """Learner-only samples/s on the GPU for each batch size; [] (and a note) without one."""
+    import tensorflow as tf
+
+    if not tf.config.list_physical_devices("GPU"):
+        print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
+        return []
+    c = dataclasses.replace(cfg, device="gpu")
+    space = probe_space(c.env, c.vectorization)
+    records = []
+    for b in batch_sizes:
+        c_b = dataclasses.replace(c, envs_per_worker=max(1, b // c.rollout_length),
+                                  total_env_steps=max(c.total_env_steps, b))
+        rec = learner_phase(c_b, space, b, repeats, min_time)
+        records.append(rec)
+        emit(json.dumps(rec))
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    from distributed_ac import bench_report
+    from distributed_ac.bench_args import parse_bench_args
+
+    args = parse_bench_args(sys.argv[1:] if argv is None else argv)
+    if args.compare:
+        print(bench_report.compare_files(*args.compare))
+        return 0
+    out = open(args.out, "a") if args.out else None
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    cfg = args.cfg
+    try:
+        if args.gpu_sweep:
+            records = gpu_sweep(cfg, args.batch_sizes, args.repeats, args.min_time, emit)
+            if records:  # and end to end with the learner on the GPU
+                records += sweep(dataclasses.replace(cfg, device="gpu"), ("e2e_async",),
+                                 args.workers_list(), args.envs_list(), args.repeats,
+                                 args.min_time, args.e2e_updates, emit)
+        else:
+            records = sweep(cfg, args.phases, args.workers_list(), args.envs_list(),
+                            args.repeats, args.min_time, args.e2e_updates, emit)
+    finally:
+        if out:
+            out.close()
+    if records:
+        print(bench_report.table(records), file=sys.stderr)
+        for (w, n), ratio in bench_report.efficiency(records).items():
+            print(f"efficiency e2e_async/env at {w} worker(s) x {n} envs: {ratio:.2f}", file=sys.stderr)
+    if args.png and records:
+        print(f"plot: {bench_report.plot(records, args.png)}", file=sys.stderr)
+    return 0

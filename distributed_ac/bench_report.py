@@ -1,0 +1,136 @@
+"""What `dac bench` shows: a table, the efficiency ratio, a PNG, and --compare.
+
+All functions take the records bench.py writes (one dict per JSON line), so a saved
+.jsonl file can be re-reported or compared without re-measuring.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# Rates drawn against workers; broadcast is a latency and stays in the table.
+PLOTTED = ("env", "worker", "learner", "e2e_sync", "e2e_async")
+KEY_FIELDS = ("phase", "env", "mode", "workers", "envs_per_worker", "rollout_length",
+              "batch_size", "device")
+
+
+def load_jsonl(path: str | Path) -> list[dict]:
+    """Records from a JSON-lines file; lines that are not JSON objects are skipped."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+def key(rec: dict) -> tuple:
+    """What makes two measurements comparable: phase, env and the configuration swept."""
+    return tuple(rec.get(k) for k in KEY_FIELDS)
+
+
+def describe(k: tuple) -> str:
+    d = dict(zip(KEY_FIELDS, k))
+    text = f"{d['phase']:<10} {d['env']} W={d['workers']} N={d['envs_per_worker']} T={d['rollout_length']}"
+    if d["phase"] in ("learner", "e2e_sync", "e2e_async"):
+        text += f" B={d['batch_size']}"
+    if d["phase"] == "learner" and d["device"]:
+        text += f" {d['device']}"
+    return text
+
+
+def compare(old: list[dict], new: list[dict]) -> list[dict]:
+    """new/old ratio of the median for every measurement present in both (last one wins)."""
+    old_by, new_by = {key(r): r for r in old}, {key(r): r for r in new}
+    rows = []
+    for k in new_by:
+        if k in old_by and old_by[k]["value"]:
+            rows.append({"what": describe(k), "unit": new_by[k]["unit"], "old": old_by[k]["value"],
+                         "new": new_by[k]["value"], "ratio": new_by[k]["value"] / old_by[k]["value"]})
+    return rows
+
+
+def format_compare(rows: list[dict], only_old: int = 0, only_new: int = 0) -> str:
+    lines = [f"{'measurement':<58} {'old':>12} {'new':>12} {'new/old':>8}"]
+    for r in rows:
+        flag = "  slower" if r["ratio"] < 0.9 else ("  faster" if r["ratio"] > 1.1 else "")
+        lines.append(f"{r['what']:<58} {r['old']:>12,.0f} {r['new']:>12,.0f} {r['ratio']:>7.2f}x{flag}")
+    if only_old or only_new:
+        lines.append(f"({only_old} measurement(s) only in OLD, {only_new} only in NEW)")
+    return "\n".join(lines)
+
+
+def compare_files(old_path: str | Path, new_path: str | Path) -> str:
+    old, new = load_jsonl(old_path), load_jsonl(new_path)
+    rows = compare(old, new)
+    both = {key(r) for r in old} & {key(r) for r in new}
+    return format_compare(rows, len({key(r) for r in old} - both), len({key(r) for r in new} - both))
+
+
+def _cells(records: list[dict]) -> tuple[list[tuple[int, int]], dict]:
+    grid: dict = {}
+    for r in records:
+        grid[(r["workers"], r["envs_per_worker"], r["phase"])] = r
+    combos = sorted({(w, n) for w, n, _ in grid})
+    return combos, grid
+
+
+def efficiency(records: list[dict]) -> dict[tuple[int, int], float]:
+    """e2e_async / env steps/s per (workers, envs_per_worker): how close training runs
+    to the environment's own speed on as many processes."""
+    combos, grid = _cells(records)
+    out = {}
+    for w, n in combos:
+        e2e, env = grid.get((w, n, "e2e_async")), grid.get((w, n, "env"))
+        if e2e and env and env["value"]:
+            out[(w, n)] = e2e["value"] / env["value"]
+    return out
+
+
+def table(records: list[dict]) -> str:
+    """One row per (workers, envs_per_worker), one column per phase, medians."""
+    combos, grid = _cells(records)
+    phases = [p for p in ("env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async")
+              if any(ph == p for _, _, ph in grid)]
+    eff = efficiency(records)
+    head = f"{'workers':>7} {'envs/w':>7} " + " ".join(f"{p:>12}" for p in phases)
+    lines = [head + (f" {'e2e/env':>8}" if eff else "")]
+    for w, n in combos:
+        cells = []
+        for p in phases:
+            r = grid.get((w, n, p))
+            cells.append(f"{'-':>12}" if r is None else
+                         f"{r['extra']['ms']:>10.2f}ms" if p == "broadcast" else f"{r['value']:>12,.0f}")
+        ratio = f" {eff[(w, n)]:>8.2f}" if (w, n) in eff else (f" {'-':>8}" if eff else "")
+        lines.append(f"{w:>7} {n:>7} " + " ".join(cells) + ratio)
+    units = "env, worker, e2e: env steps/s; learner: samples/s; broadcast: ms per bundle to every worker"
+    return "\n".join(lines + [units])
+
+
+def plot(records: list[dict], path: str | Path) -> Path:
+    """PNG: steps/s against workers, one line per phase, one panel per envs_per_worker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({r["envs_per_worker"] for r in records})
+    fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4.2), squeeze=False)
+    for ax, n in zip(axes[0], envs):
+        for phase in PLOTTED:
+            pts = sorted((r["workers"], r["value"]) for r in records
+                         if r["phase"] == phase and r["envs_per_worker"] == n)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=phase)
+        ax.set_yscale("log")
+        ax.set_xlabel("rollout workers")
+        ax.set_ylabel("env steps/s (learner: samples/s)")
+        ax.set_title(f"{records[0]['env']}, {n} envs/worker")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

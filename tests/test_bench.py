@@ -1,0 +1,161 @@
+"""`dac bench`: the JSON line schema, --compare ratios, the sweep -> table/PNG/JSONL path
+on a tiny config, and the learner's device selection (on CPU). Speed is never asserted."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distributed_ac import bench, bench_report, cli
+from distributed_ac.config import Config
+from distributed_ac.envs import probe_space
+from distributed_ac.learner import Learner, pick_device
+from distributed_ac.rollout import RolloutWorker
+
+TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden_sizes=(8,))
+SCHEMA = {"phase", "env", "mode", "workers", "envs_per_worker", "rollout_length", "batch_size",
+          "hidden_sizes", "topology", "device", "unit", "value", "samples", "repeats", "extra",
+          "time", "machine"}
+
+
+def test_record_is_one_json_line_with_the_median_and_the_machines_facts():
+    rec = bench.record("env", TINY, 2, [3.0, 1.0, 2.0], 8)
+    line = json.dumps(rec)
+    assert "\n" not in line and json.loads(line) == rec
+    assert SCHEMA <= set(rec)
+    assert rec["value"] == 2.0 and rec["samples"] == [3.0, 1.0, 2.0] and rec["repeats"] == 3
+    assert rec["unit"] == "env_steps/s" and rec["workers"] == 2
+    m = rec["machine"]
+    assert m["cpu_count"] >= 1 and m["cpu_model"]
+    assert "gpu" in m and set(m["versions"]) >= {"tensorflow", "ray", "gymnasium", "numpy"}
+
+
+def test_units_name_samples_for_the_learner_and_broadcasts_for_broadcast():
+    assert bench.record("learner", TINY, 1, [1.0], 8)["unit"] == "samples/s"
+    assert bench.record("broadcast", TINY, 1, [1.0], 0)["unit"] == "broadcasts/s"
+
+
+@pytest.mark.parametrize("kind", ["env", "worker"])
+def test_env_and_worker_phases_measure_a_positive_rate_in_process(kind):
+    rec = bench.local_phase(kind, TINY, 1, repeats=2, min_time=0.05)
+    assert rec["phase"] == kind and rec["repeats"] == 2 and rec["value"] > 0
+    assert rec["batch_size"] == 8 and rec["extra"]["rss_mb"] > 0
+
+
+def test_env_phase_with_two_workers_sums_two_processes():
+    rec = bench.local_phase("env", TINY, 2, repeats=1, min_time=0.05)
+    assert rec["workers"] == 2 and rec["value"] > 0
+
+
+def test_synthetic_batch_masks_the_step_after_each_episode_end():
+    space = probe_space("CartPole-v1")
+    b = bench.synthetic_batch(space, 64, 32, seed=3)
+    assert b.obs.shape == (64, 32, 4) and b.values.shape == (65, 32) and b.actions.dtype == np.int32
+    ended = b.terminated[:-1] == 1
+    assert ended.any() and (b.mask[1:][ended] == 0).all()
+
+
+def test_random_weights_have_the_layout_a_worker_can_act_with():
+    worker = RolloutWorker(TINY, limit_cpus=False)
+    batch = worker.collect(bench.random_weights(TINY, worker.space, version=5))
+    assert batch.policy_version == 5 and batch.obs.shape == (4, 2, 4)
+    assert worker.load(bench.random_weights(TINY, worker.space, version=6)) == 6
+
+
+def test_learner_phase_reports_samples_per_second_and_its_device():
+    space = probe_space("CartPole-v1")
+    rec = bench.learner_phase(TINY, space, 64, repeats=1, min_time=0.05)
+    assert rec["batch_size"] == 64 and rec["device"] == "/CPU:0" and rec["value"] > 0
+    assert rec["extra"]["weights_export_ms"] > 0
+
+
+def test_learner_batch_is_one_workers_batch_in_async_and_all_workers_in_sync():
+    assert bench.learner_batch_size(TINY, 3) == 8
+    assert bench.learner_batch_size(Config(**{**vars(TINY), "mode": "sync"}), 3) == 24
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_compare_prints_new_over_old_per_measurement(tmp_path, capsys):
+    env1 = bench.record("env", TINY, 1, [100.0], 8)
+    env2 = bench.record("env", TINY, 2, [300.0], 8)
+    only_old = bench.record("learner", TINY, 1, [5.0], 8)
+    write_jsonl(tmp_path / "old.jsonl", [env1, env2, only_old])
+    write_jsonl(tmp_path / "new.jsonl", [{**env1, "value": 200.0}, {**env2, "value": 150.0}])
+    rows = bench_report.compare(bench_report.load_jsonl(tmp_path / "old.jsonl"),
+                                bench_report.load_jsonl(tmp_path / "new.jsonl"))
+    assert sorted(r["ratio"] for r in rows) == [0.5, 2.0]
+    code = cli.main(["bench", "--compare", str(tmp_path / "old.jsonl"), str(tmp_path / "new.jsonl")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2.00x" in out and "0.50x" in out and "1 measurement(s) only in OLD" in out
+
+
+def test_sweep_prints_json_lines_a_table_the_efficiency_and_draws_a_png(tmp_path, capsys):
+    out, png = tmp_path / "b.jsonl", tmp_path / "b.png"
+    code = cli.main(["bench", "--phases", "env", "worker", "--sweep-workers", "1",
+                     "--sweep-envs", "2", "4", "--rollout-length", "4", "--hidden-sizes", "8",
+                     "--repeats", "1", "--min-time", "0.05", "--out", str(out), "--png", str(png)])
+    captured = capsys.readouterr()
+    assert code == 0
+    lines = [json.loads(x) for x in captured.out.splitlines()]
+    assert [(r["phase"], r["envs_per_worker"]) for r in lines] == [
+        ("env", 2), ("worker", 2), ("env", 4), ("worker", 4)]
+    assert bench_report.load_jsonl(out) == lines
+    assert "workers" in captured.err and "envs/w" in captured.err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_efficiency_is_e2e_async_over_env_for_the_same_workers_and_envs():
+    recs = [bench.record("env", TINY, 1, [1000.0], 8), bench.record("e2e_async", TINY, 1, [250.0], 8),
+            bench.record("env", TINY, 2, [2000.0], 8)]
+    assert bench_report.efficiency(recs) == {(1, 2): 0.25}
+    assert "0.25" in bench_report.table(recs)
+
+
+def test_bad_sweep_flags_exit_2_with_one_line(capsys):
+    assert cli.main(["bench", "--sweep-workers", "0"]) == 2
+    assert capsys.readouterr().err.startswith("dac: error:")
+
+
+def test_gpu_sweep_says_no_gpu_on_a_machine_without_one(capsys, monkeypatch):
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    assert bench.gpu_sweep(TINY, (64,), 1, 0.05) == []
+    assert "no GPU" in capsys.readouterr().err
+
+
+def test_process_age_counts_from_this_process_start():
+    assert 0 < bench.process_age_s() < 24 * 3600
+
+
+# ---- device selection (checked on CPU with a pretend GPU) ---------------------------
+def fake_gpus(monkeypatch, n):
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: [object()] * n if kind == "GPU" else real(kind))
+
+
+@pytest.mark.parametrize("choice, gpus, expected", [
+    ("auto", 1, "/GPU:0"), ("gpu", 1, "/GPU:0"), ("cpu", 1, "/CPU:0"),
+    ("auto", 0, "/CPU:0"), ("cpu", 0, "/CPU:0")])
+def test_pick_device_uses_a_visible_gpu_unless_told_cpu(monkeypatch, choice, gpus, expected):
+    fake_gpus(monkeypatch, gpus)
+    assert pick_device(choice) == expected
+
+
+def test_asking_for_a_gpu_without_one_fails_with_a_clear_message(monkeypatch):
+    fake_gpus(monkeypatch, 0)
+    with pytest.raises(RuntimeError, match="no GPU"):
+        pick_device("gpu")
+
+
+def test_learner_variables_live_on_the_picked_device():
+    learner = Learner(TINY, probe_space("CartPole-v1"))
+    assert learner.device == pick_device("auto")
+    variables = (learner.nets.actor_variables + learner.nets.critic_variables
+                 + list(learner.actor_opt.variables) + list(learner.critic_opt.variables))
+    for v in variables:
+        assert v.value.device.endswith(learner.device.lstrip("/")), (v.path, v.value.device)

@@ -1,7 +1,9 @@
 """`dac`: the command line. Each subcommand is a small function; flags come from tyro.
 
-Exit codes: 0 success, 2 bad input (config, env, flags), 1 anything unexpected.
-Bad input is reported as one line on stderr, never as a traceback.
+Exit codes: 0 success, 2 bad input (config, env, flags, run directory, checkpoint),
+1 anything unexpected, 128 + N when `dac train` was stopped by signal N (130 for Ctrl-C,
+143 for SIGTERM) after writing its checkpoint. Bad input is reported as one line on
+stderr, never as a traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -21,11 +24,15 @@ import tyro  # noqa: E402
 from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
 from distributed_ac.envs import EnvError  # noqa: E402
 from distributed_ac.errors import RunStopped  # noqa: E402
+from distributed_ac.rundir import RunDirError, open_run, saved_config  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
 
 commands:
   train     train an agent (dac train --help lists every config field)
+  evaluate  run a trained policy on fresh seeds: mean, std, min, max return
+  export    write a trained policy as a standalone TensorFlow SavedModel
+  plot      draw return against env steps and wall time for one or more runs
   bench     measure env, worker, learner, broadcast and end-to-end throughput
 """
 
@@ -43,6 +50,12 @@ class TrainArgs:
     """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
     dashboard: bool = False
     """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
+    run_dir: Optional[Path] = None
+    """Run directory to write (config, checkpoints, TensorBoard events, metrics.jsonl); default runs/<env>-<time>."""
+    resume: Optional[Path] = None
+    """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
+    overwrite: bool = False
+    """Replace the run already in --run-dir instead of refusing."""
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -57,19 +70,92 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 
 
 def parse_train_args(argv: list[str]) -> TrainArgs:
-    """Defaults, then the YAML file named by --config, then the flags."""
+    """Defaults (or, with --resume, the run's saved config), then --config's YAML, then flags."""
+    resume = _flag_value(argv, "--resume")
+    base = saved_config(open_run(resume)) if resume else Config()
     path = _flag_value(argv, "--config")
-    base = load_yaml(path) if path else Config()
-    return tyro.cli(TrainArgs, default=TrainArgs(cfg=base), args=argv, prog="dac train",
+    if path:
+        base = load_yaml(path, base)
+    args = tyro.cli(TrainArgs, default=TrainArgs(cfg=base), args=argv, prog="dac train",
                     description="Train an actor-critic agent on Ray rollout workers.")
+    if args.resume and (args.run_dir or args.overwrite):
+        raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
+    return args
 
 
 def cmd_train(argv: list[str]) -> int:
     args = parse_train_args(argv)
     from distributed_ac.train import train  # heavy imports only once the flags are good
 
-    summary = train(args.cfg, address=args.address, dashboard=args.dashboard)
+    summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
+                    run_dir=args.resume or args.run_dir, resume=args.resume is not None,
+                    overwrite=args.overwrite)
     print(json.dumps(summary), flush=True)
+    if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
+        return 128 + signal.Signals[summary["stopped_by"]].value
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory written by dac train (its newest checkpoint is evaluated)."""
+    episodes: int = 100
+    """Episodes to run, one after another, each from its own fresh seed."""
+    deterministic: bool = False
+    """Act with the most likely action (argmax / tanh of the Gaussian mean) instead of sampling."""
+    video: Optional[Path] = None
+    """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo; needs the video extra)."""
+    seed: Optional[int] = None
+    """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
+
+
+def cmd_evaluate(argv: list[str]) -> int:
+    args = tyro.cli(EvaluateArgs, args=argv, prog="dac evaluate",
+                    description="Run a trained policy on fresh seeds; print its returns.")
+    from distributed_ac.evaluate import evaluate
+
+    result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed)
+    print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
+          f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory written by dac train (its newest checkpoint is exported)."""
+    out: Path
+    """Directory for the SavedModel (new or empty, or a previous export to replace)."""
+
+
+def cmd_export(argv: list[str]) -> int:
+    args = tyro.cli(ExportArgs, args=argv, prog="dac export",
+                    description="Write a trained policy as a standalone TensorFlow SavedModel.")
+    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    from distributed_ac.export import export
+
+    print(json.dumps(export(args.run_dir, args.out)), flush=True)
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotArgs:
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """One or more run directories; several are drawn on one figure for comparison."""
+    out: Path = Path("curve.png")
+    """Image to write; the format follows the suffix (png, svg, pdf)."""
+
+
+def cmd_plot(argv: list[str]) -> int:
+    args = tyro.cli(PlotArgs, args=argv, prog="dac plot",
+                    description="Draw return against env steps and against wall time.")
+    if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--out {args.out}: the image must end in .png, .svg or .pdf")
+    from distributed_ac.plot import plot
+
+    print(json.dumps(plot(list(args.run_dirs), args.out)), flush=True)
     return 0
 
 
@@ -79,7 +165,8 @@ def cmd_bench(argv: list[str]) -> int:
     return bench_main(argv)
 
 
-COMMANDS = {"train": cmd_train, "bench": cmd_bench}
+COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export,
+            "plot": cmd_plot, "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if command is None:
             raise UsageError(f"unknown command '{argv[0]}' (commands: {', '.join(COMMANDS)})")
         return command(argv[1:])
-    except (ConfigError, EnvError, UsageError) as e:
+    except (ConfigError, EnvError, UsageError, RunDirError) as e:
         print(f"dac: error: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:  # the run could not go on; its last checkpoint stays usable

@@ -6,18 +6,30 @@
 In async mode a worker is handed the newest published weights the moment its batch
 arrives, before the learner trains on that batch, so sampling and learning overlap;
 the resulting policy lag is measured per batch and corrected in the learner.
+
+Around the loop, in plain Python (never inside the tf.function): a metrics row every
+`log_every_s`, a checkpoint every `checkpoint_every` updates, after which every worker
+is reseeded from the driver's reseed Generator (checkpoint.py says why that makes a
+resume exact), and SIGINT / SIGTERM, which end the loop after the current update with
+a final checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
+import threading
 import time
 
+import numpy as np
+
+from distributed_ac import rundir
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
-from distributed_ac.metrics import ConsoleProgress, EpisodeStats
+from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
 from distributed_ac.rollout import RolloutWorker
 
 log = logging.getLogger(__name__)
@@ -29,6 +41,7 @@ class SerialPool:
     def __init__(self, cfg: Config, num_workers: int):
         self.workers = [RolloutWorker(cfg, i, limit_cpus=False) for i in range(num_workers)]
         self._queue: list[tuple[int, Weights]] = []
+        self.restarts = 0  # in-process workers are never replaced
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -49,6 +62,10 @@ class SerialPool:
         taken, self._queue = self._queue[:num], self._queue[num:]
         return [self.workers[i].collect(w) for i, w in taken]
 
+    def reseed(self, seeds: list[int]) -> None:
+        for w, seed in zip(self.workers, seeds):
+            w.reseed(seed)
+
     def close(self) -> None:
         for w in self.workers:
             w.close()
@@ -56,10 +73,57 @@ class SerialPool:
 
 @dataclasses.dataclass
 class Counters:
+    """What the driver counts. All of it is checkpointed, so a resumed run continues it."""
+
     env_steps: int = 0
     updates: int = 0
     dropped_batches: int = 0
     max_lag: int = 0
+    worker_restarts: int = 0
+    wall_s: float = 0.0  # training seconds, summed over every session of the run
+
+
+@dataclasses.dataclass
+class RunState:
+    """The driver's whole state between updates (checkpoint.py mirrors it into tf.Variables)."""
+
+    counters: Counters
+    stats: EpisodeStats
+    reseed_rng: np.random.Generator  # draws the worker seeds at each checkpoint boundary
+
+    @staticmethod
+    def fresh(cfg: Config) -> "RunState":
+        return RunState(Counters(), EpisodeStats(100), np.random.default_rng([cfg.seed, 1]))
+
+    def draw_seeds(self, n: int) -> list[int]:
+        return [int(x) for x in self.reseed_rng.integers(0, 2**31, size=n)]
+
+
+class StopSignals:
+    """SIGINT / SIGTERM set a flag that the loop checks between updates.
+
+    The first one lets the current update finish and the final checkpoint be written; a
+    second Ctrl-C raises KeyboardInterrupt at once. Handlers go in only on the main
+    thread (Python allows no other) and the previous ones come back on exit.
+    """
+
+    def __init__(self):
+        self.received: signal.Signals | None = None
+        self._previous: dict = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signal.Signals(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 def make_pool(cfg: Config, address: str | None, dashboard: bool):
@@ -73,67 +137,149 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool):
 
 
 def train(cfg: Config, address: str | None = None, dashboard: bool = False,
-          progress: ConsoleProgress | None = None) -> dict:
-    """Train until the env-step budget (or `stop_at_return`) is reached; return a summary."""
+          progress: ConsoleProgress | None = None, run_dir: str | os.PathLike | None = None,
+          resume: bool = False, overwrite: bool = False) -> dict:
+    """Train until the env-step budget, `stop_at_return` or a stop signal; return a summary.
+
+    Everything the run writes goes to `run_dir` (default runs/<env>-<time>); with `resume`,
+    the run there continues from its newest checkpoint.
+    """
     start = time.monotonic()
+    if resume:
+        run = rundir.resume_run(run_dir, cfg)
+    else:
+        run = rundir.new_run(run_dir or rundir.default_path(cfg.env), cfg, overwrite)
     space = probe_space(cfg.env, cfg.vectorization)
     pool = make_pool(cfg, address, dashboard)  # workers boot while TensorFlow loads below
-    from distributed_ac.learner import Learner
-
-    learner = Learner(cfg, space)
-    progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s)
-    progress.note(f"learner on {learner.device} at {pool.learner_node()}; {len(pool)} rollout "
-                  f"worker(s), {cfg.envs_per_worker} envs each, mode {cfg.mode}")
     try:
-        for info in pool.placement():
-            progress.note(f"worker {info['worker_id']}: pid {info['pid']} on node {info['node_ip']} "
-                          f"({info['node']}), "
-                          f"{info['rss_mb']:.0f} MB resident")
-        counters, stats = _loop(cfg, pool, learner, progress, start)
+        with Trainer(cfg, run, pool, space, resume, progress) as trainer, StopSignals() as stop:
+            for info in pool.placement():
+                trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on node "
+                                      f"{info['node_ip']} ({info['node']}), "
+                                      f"{info['rss_mb']:.0f} MB resident")
+            trainer.loop(stop)
+            trainer.finish(stop)
     finally:
         pool.close()
-        progress.close()
-    wall = time.monotonic() - start
-    return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
-            "env_steps": counters.env_steps, "updates": counters.updates,
-            "episodes": stats.episodes, "mean_return_100": stats.mean_return,
-            "solved": _solved(cfg, stats), "dropped_batches": counters.dropped_batches,
-            "max_policy_lag": counters.max_lag, "wall_s": round(wall, 3),
-            "steps_per_s": round(counters.env_steps / wall, 1)}
+    return trainer.summary(time.monotonic() - start, stop)
 
 
-def _solved(cfg: Config, stats: EpisodeStats) -> bool:
-    return cfg.stop_at_return is not None and stats.full and stats.mean_return >= cfg.stop_at_return
+class Trainer:
+    """One session of a run: the loop over pool and learner, and what records it."""
 
+    def __init__(self, cfg: Config, run: rundir.RunDir, pool, space, resume: bool,
+                 progress: ConsoleProgress | None):
+        from distributed_ac.checkpoint import Checkpointer
+        from distributed_ac.learner import Learner
 
-def _loop(cfg: Config, pool, learner, progress: ConsoleProgress, start: float):
-    counters, stats = Counters(), EpisodeStats(100)
-    per_update = len(pool) if cfg.mode == "sync" else 1
-    ref = pool.publish(learner.weights())
-    for i in range(len(pool)):
-        pool.submit(i, ref)
-    train_start = time.monotonic()
-    while counters.env_steps < cfg.total_env_steps and not _solved(cfg, stats):
-        batches = pool.wait(per_update)
-        if cfg.mode == "async":  # keep the worker busy while the learner trains
-            for b in batches:
-                pool.submit(b.worker_id, ref)
-        fresh = _drop_stale(cfg, batches, learner.policy_version, counters)
-        if fresh:
-            batch = Batch.concat(fresh)
-            learner.step(batch)
-            counters.updates += 1
-            counters.env_steps += batch.env_steps
-            stats.add(batch.episode_returns, batch.episode_lengths)
-            ref = pool.publish(learner.weights())
-        if cfg.mode == "sync":
-            for i in range(len(pool)):
-                pool.submit(i, ref)
-        sps = counters.env_steps / max(time.monotonic() - train_start, 1e-9)
-        progress.update(counters.env_steps, sps, stats.mean_return)
-    progress.update(counters.env_steps, counters.env_steps / (time.monotonic() - train_start),
-                    stats.mean_return, force=True)
-    return counters, stats
+        self.cfg, self.run, self.pool = cfg, run, pool
+        self.learner = Learner(cfg, space)
+        self.state = RunState.fresh(cfg)
+        self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints)
+        self.resumed_from = self.ckpt.restore() if resume else None
+        if resume:  # the same reseed the uninterrupted run did at this boundary
+            pool.reseed(self.state.draw_seeds(len(pool)))
+        c = self.state.counters
+        self.metrics = MetricsLog(run.tensorboard, run.metrics,
+                                  resume_at=c.env_steps if resume else None)
+        self.interval = Interval()
+        self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
+                                                    start=c.env_steps)
+        self._session = (time.monotonic(), c.env_steps, c.wall_s, c.worker_restarts)
+        self._last_row = time.monotonic()
+        self.progress.note(f"run directory {run.path}" + (
+            f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
+        self.progress.note(f"learner on {self.learner.device} at {pool.learner_node()}; "
+                           f"{len(pool)} rollout worker(s), {cfg.envs_per_worker} envs each, "
+                           f"mode {cfg.mode}")
+
+    def loop(self, stop: StopSignals) -> None:
+        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
+        per_update = len(pool) if cfg.mode == "sync" else 1
+        ref = pool.publish(learner.weights())
+        for i in range(len(pool)):
+            pool.submit(i, ref)
+        while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
+            batches = pool.wait(per_update)
+            if cfg.mode == "async":  # keep the worker busy while the learner trains
+                for b in batches:
+                    pool.submit(b.worker_id, ref)
+            fresh = _drop_stale(cfg, batches, learner.policy_version, c)
+            if fresh:
+                self._update(fresh)
+                if c.updates % cfg.checkpoint_every == 0:
+                    self._checkpoint_and_reseed()
+                ref = pool.publish(learner.weights())
+            if cfg.mode == "sync":
+                for i in range(len(pool)):
+                    pool.submit(i, ref)
+            self._report()
+
+    def _update(self, fresh: list[Batch]) -> None:
+        c = self.state.counters
+        lags = [self.learner.policy_version - b.policy_version for b in fresh]
+        batch = Batch.concat(fresh)
+        metrics = self.learner.step(batch)
+        c.updates += 1
+        c.env_steps += batch.env_steps
+        self.state.stats.add(batch.episode_returns, batch.episode_lengths)
+        self.interval.add_update(metrics, lags)
+        self.interval.add_episodes(batch.episode_returns, batch.episode_lengths)
+
+    def _checkpoint_and_reseed(self) -> None:
+        """Save, then restart every worker from the next seeds (the exact-resume rule)."""
+        self._tick()
+        self.ckpt.save()
+        self.pool.reseed(self.state.draw_seeds(len(self.pool)))
+
+    def _tick(self) -> float:
+        """Bring the clock and restart counters up to date; return this session's steps/s."""
+        t0, steps0, wall0, restarts0 = self._session
+        c, elapsed = self.state.counters, time.monotonic() - t0
+        c.wall_s = wall0 + elapsed
+        c.worker_restarts = restarts0 + self.pool.restarts
+        return (c.env_steps - steps0) / max(elapsed, 1e-9)
+
+    def _report(self, force: bool = False) -> None:
+        c, sps = self.state.counters, self._tick()
+        self.progress.update(c.env_steps, sps, self.state.stats.mean_return, force=force)
+        now = time.monotonic()
+        if (force or now - self._last_row >= self.cfg.log_every_s) and not self.interval.empty:
+            self._last_row = now
+            self.metrics.write(c.env_steps, c.updates, c.wall_s,
+                               self.interval.scalars(sps, c.dropped_batches, c.worker_restarts))
+            self.interval = Interval()
+
+    def finish(self, stop: StopSignals) -> None:
+        """The last row and the final checkpoint (also after a stop signal)."""
+        if stop.received:
+            self.progress.note(f"{stop.received.name}: stopping after this update; "
+                               "writing a checkpoint")
+        self._report(force=True)
+        self.ckpt.save()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # On an error too; no checkpoint then: the state that raised may be the bad one.
+        self.metrics.close()
+        self.progress.close()
+
+    def solved(self) -> bool:
+        stats, target = self.state.stats, self.cfg.stop_at_return
+        return target is not None and stats.full and stats.mean_return >= target
+
+    def summary(self, wall: float, stop: StopSignals) -> dict:
+        cfg, c, stats = self.cfg, self.state.counters, self.state.stats
+        new_steps = c.env_steps - self._session[1]
+        return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
+                "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
+                "mean_return_100": stats.mean_return, "solved": self.solved(),
+                "dropped_batches": c.dropped_batches, "max_policy_lag": c.max_lag,
+                "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
+                "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
+                "stopped_by": stop.received.name if stop.received else None}
 
 
 def _drop_stale(cfg: Config, batches: list[Batch], version: int, counters: Counters) -> list[Batch]:

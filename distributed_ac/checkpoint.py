@@ -1,0 +1,176 @@
+"""Checkpoints: one tf.train.Checkpoint per save, kept by a CheckpointManager. No pickle.
+
+A checkpoint holds the whole training state that lives in the driver:
+- actor, critic and V_target (Keras models) and both Keras optimizers, i.e. Adam's slots
+  and its `iterations`, which is the step both ExponentialDecay schedules read;
+- a `TrainState` of tf.Variables: the driver's Counters, the learner's policy and
+  V_target versions, the recent-episode window behind the 100-episode mean, and the
+  driver's reseed Generator state as uint64 words.
+Loading reads tensors only: no code runs.
+
+Rollout workers hold the rest (env states, sampling streams), which cannot be saved in
+general. The rule that makes a resume exact anyway: at every `checkpoint_every` boundary
+the driver saves, then draws one seed per worker from its reseed Generator and every
+worker restarts its envs and its sampling stream from that seed. A resumed run restores
+the Generator and performs the same reseed before its first rollout, so in serial sync
+mode K updates, then a resume for M more, equal K+M updates in one go, bit for bit.
+
+Crash safety: the manager writes a new checkpoint's files under a new name first and
+only then replaces TF's `checkpoint` state file (write, then rename) to name it, so a
+crash mid-save leaves the previous checkpoint named and whole. `restore` also falls
+back to an older checkpoint when the newest cannot be read. A save never reuses the
+number of a checkpoint already named (it would overwrite the one usable copy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from distributed_ac.rundir import CheckpointError, RunDir
+
+log = logging.getLogger(__name__)
+
+_MASK64 = (1 << 64) - 1
+# What TensorFlow raises for a missing, torn or mismatched checkpoint (a torn file can
+# surface as an IndexError from the reader).
+_UNREADABLE = (tf.errors.OpError, ValueError, AssertionError, IndexError)
+
+
+def generator_words(gen: np.random.Generator) -> np.ndarray:
+    """A PCG64 Generator's full state as 6 uint64 words (its 128-bit ints split in two)."""
+    s = gen.bit_generator.state
+    if s["bit_generator"] != "PCG64":
+        raise TypeError(f"only PCG64 generators are checkpointed, not {s['bit_generator']}")
+    st, inc = s["state"]["state"], s["state"]["inc"]
+    return np.array([st >> 64, st & _MASK64, inc >> 64, inc & _MASK64,
+                     s["has_uint32"], s["uinteger"]], dtype=np.uint64)
+
+
+def set_generator_words(gen: np.random.Generator, words: np.ndarray) -> None:
+    w = [int(x) for x in np.asarray(words, dtype=np.uint64)]
+    gen.bit_generator.state = {"bit_generator": "PCG64",
+                               "state": {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]},
+                               "has_uint32": w[4], "uinteger": w[5]}
+
+
+class TrainState(tf.Module):
+    """tf.Variables mirroring the driver's RunState (train.py) and the learner's versions."""
+
+    def __init__(self, state, window: int = 100):
+        super().__init__(name="train_state")
+        i64 = tf.int64
+        self.counters = {f.name: tf.Variable(getattr(state.counters, f.name),
+                                             dtype=tf.float64 if isinstance(f.default, float) else i64)
+                         for f in dataclasses.fields(state.counters)}
+        self.learner_updates = tf.Variable(0, dtype=i64)  # excludes updates it skipped
+        self.policy_version = tf.Variable(0, dtype=i64)
+        self.target_version = tf.Variable(0, dtype=i64)
+        self.episodes = tf.Variable(0, dtype=i64)
+        self.recent_count = tf.Variable(0, dtype=i64)
+        self.recent_returns = tf.Variable(np.zeros(window), dtype=tf.float64)
+        self.recent_lengths = tf.Variable(np.zeros(window, np.int64), dtype=i64)
+        self.reseed_rng = tf.Variable(np.zeros(6, np.uint64), dtype=tf.uint64)
+
+    def capture(self, state, learner) -> None:
+        for name, var in self.counters.items():
+            var.assign(getattr(state.counters, name))
+        self.learner_updates.assign(learner.updates)
+        self.policy_version.assign(learner.policy_version)
+        self.target_version.assign(learner.target_version)
+        stats = state.stats
+        self.episodes.assign(stats.episodes)
+        n, window = len(stats.returns), int(self.recent_returns.shape[0])
+        self.recent_count.assign(n)
+        self.recent_returns.assign(np.pad(np.asarray(stats.returns, np.float64), (0, window - n)))
+        self.recent_lengths.assign(np.pad(np.asarray(stats.lengths, np.int64), (0, window - n)))
+        self.reseed_rng.assign(generator_words(state.reseed_rng))
+
+    def release(self, state, learner) -> None:
+        """Copy restored values back into the plain-Python objects the loop uses."""
+        for name, var in self.counters.items():
+            setattr(state.counters, name, type(getattr(state.counters, name))(var.numpy()))
+        learner.set_versions(int(self.learner_updates.numpy()), int(self.policy_version.numpy()),
+                             int(self.target_version.numpy()))
+        n, stats = int(self.recent_count.numpy()), state.stats
+        stats.returns.clear()
+        stats.lengths.clear()
+        stats.returns.extend(self.recent_returns.numpy()[:n].tolist())
+        stats.lengths.extend(self.recent_lengths.numpy()[:n].tolist())
+        stats.episodes = int(self.episodes.numpy())
+        set_generator_words(state.reseed_rng, self.reseed_rng.numpy())
+
+
+def _model_objects(nets) -> dict:
+    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target}
+
+
+class Checkpointer:
+    """Saves and restores a Learner plus the driver's RunState in a run's checkpoints/."""
+
+    def __init__(self, run: RunDir, learner, state, keep: int):
+        self.learner, self.state = learner, state
+        self.mirror = TrainState(state, state.stats.returns.maxlen)
+        self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets),
+                                        actor_optimizer=learner.actor_opt,
+                                        critic_optimizer=learner.critic_opt, train_state=self.mirror)
+        self.manager = tf.train.CheckpointManager(self.ckpt, str(run.checkpoints),
+                                                  max_to_keep=keep, checkpoint_name="ckpt")
+        self.saved_at: int | None = None  # updates of the newest checkpoint written or read
+
+    @property
+    def latest(self) -> str | None:
+        return self.manager.latest_checkpoint
+
+    def save(self) -> str | None:
+        """Write ckpt-<updates>; a no-op when that update is already checkpointed."""
+        updates = self.state.counters.updates
+        if updates == self.saved_at:
+            return None
+        self.mirror.capture(self.state, self.learner)
+        path = self.manager.save(checkpoint_number=updates)
+        self.saved_at = updates
+        return path
+
+    def restore(self) -> str:
+        """Load the newest readable checkpoint into the learner and the RunState."""
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.ckpt.restore(path).assert_existing_objects_matched()
+            except _UNREADABLE as e:
+                log.warning("checkpoint %s cannot be restored (%s); trying an older one",
+                            path, _first_line(e))
+                continue
+            self.mirror.release(self.state, self.learner)
+            self.saved_at = self.state.counters.updates
+            return path
+        raise CheckpointError(f"no readable checkpoint in {self.manager.directory}")
+
+
+def restore_networks(run: RunDir, nets) -> str:
+    """Load actor, critic and V_target weights (nothing else) from a run's newest checkpoint."""
+    path = tf.train.latest_checkpoint(str(run.checkpoints))
+    if path is None:
+        raise CheckpointError(f"no checkpoint in {run.checkpoints}")
+    try:
+        tf.train.Checkpoint(**_model_objects(nets)).restore(path).expect_partial() \
+            .assert_existing_objects_matched()
+    except _UNREADABLE as e:
+        raise CheckpointError(f"cannot load {path}: {_first_line(e)}") from None
+    return path
+
+
+def read_counters(path: str) -> dict:
+    """A checkpoint's driver Counters (env_steps, updates, ...) without building anything."""
+    reader = tf.train.load_checkpoint(path)
+    prefix = "train_state/counters/"
+    return {name[len(prefix):].split("/")[0]: reader.get_tensor(name).item()
+            for name in reader.get_variable_to_shape_map() if name.startswith(prefix)}
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"

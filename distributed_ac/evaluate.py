@@ -1,0 +1,91 @@
+"""`dac evaluate`: run a trained policy on fresh seeds and report its returns. No Ray.
+
+The policy is the one the workers act with (policy.py's NumPy forward pass over the
+Weights bundle of the newest checkpoint), so what is evaluated is what was trained.
+Episode i is reset with seed `seed + i`; the default base, 2**31 + the training seed,
+lies above every seed training hands out (all below 2**31), so no training episode's
+start repeats here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from distributed_ac.config import Config
+from distributed_ac.envs import EnvError, probe_space, resolve_env_id
+from distributed_ac.policy import Policy
+from distributed_ac.rundir import RunDirError, open_run, saved_config
+
+
+def load_trained(run_dir: str | Path):
+    """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, on the CPU."""
+    run = open_run(run_dir)  # a bad path is reported before TensorFlow loads
+    from distributed_ac.checkpoint import restore_networks
+    from distributed_ac.learner import Learner
+
+    # The run may have trained on a GPU this machine lacks; inference here is tiny.
+    cfg = dataclasses.replace(saved_config(run), device="cpu")
+    space = probe_space(cfg.env, cfg.vectorization)
+    learner = Learner(cfg, space)
+    path = restore_networks(run, learner.nets)
+    return cfg, space, learner, path
+
+
+def _make_env(cfg: Config, video: Path | None) -> gym.Env:
+    env_id = resolve_env_id(cfg.env)
+    try:
+        env = gym.make(env_id, render_mode="rgb_array" if video else None)
+    except Exception as e:
+        raise EnvError(f"cannot make environment '{cfg.env}': {type(e).__name__}: {e}") from None
+    if video is None:
+        return env
+    try:
+        import moviepy  # noqa: F401  RecordVideo's encoder; an optional extra
+    except ImportError:
+        env.close()
+        raise RunDirError("--video needs moviepy: pip install 'distributed_ac[video]'") from None
+    # Gymnasium's default schedule records episodes 0, 1, 8, 27, 64, 125, ... and every 1000th.
+    return gym.wrappers.RecordVideo(env, str(video), name_prefix="eval", disable_logger=True)
+
+
+def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool, seed: int,
+                 video: Path | None = None) -> np.ndarray:
+    """Undiscounted return of each of `episodes` episodes, one env, seeds seed, seed + 1, ..."""
+    env = _make_env(cfg, video)
+    rng = np.random.default_rng(seed)
+    returns = np.zeros(episodes)
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            done = False
+            while not done:
+                x = np.asarray(obs, np.float32).reshape(1, -1)
+                _, action, _ = policy.act(x, rng, deterministic)
+                obs, reward, terminated, truncated, _ = env.step(action[0])
+                returns[i] += float(reward)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return returns
+
+
+def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = False,
+             video: Path | None = None, seed: int | None = None) -> dict:
+    """Evaluate the newest checkpoint of a run; return the summary `dac evaluate` prints."""
+    if episodes < 1:
+        raise RunDirError("--episodes must be >= 1")
+    from distributed_ac.checkpoint import read_counters
+
+    cfg, space, learner, path = load_trained(run_dir)
+    policy = Policy(space, cfg.activation)
+    policy.load(learner.weights())
+    base = 2**31 + cfg.seed if seed is None else seed
+    returns = run_episodes(cfg, policy, episodes, deterministic, base, video)
+    return {"checkpoint": path, "env": cfg.env, "env_steps_trained": read_counters(path)["env_steps"],
+            "episodes": episodes, "deterministic": deterministic, "seed": base,
+            "mean": float(returns.mean()), "std": float(returns.std()),
+            "min": float(returns.min()), "max": float(returns.max())}

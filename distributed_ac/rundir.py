@@ -1,0 +1,138 @@
+"""The run directory: the one place a `dac train` writes, and what the other commands read.
+
+    RUN_DIR/
+      config.yaml     the resolved Config (safe YAML: reading it never runs code)
+      checkpoints/    TensorFlow checkpoints ckpt-<updates>.index / .data-*, and TF's
+                      `checkpoint` state file naming the newest (checkpoint.py)
+      tb/             TensorBoard event files, step = env steps (metrics.py)
+      metrics.jsonl   the same scalars, one JSON object per logged row (metrics.py)
+
+This module knows the layout and the rules for starting, replacing and resuming a run;
+it imports neither TensorFlow nor Ray, so the CLI can check a run directory (and `dac
+plot` can read one) before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from distributed_ac.config import Config, ConfigError, dump_yaml, load_yaml
+
+# Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
+NETWORK_FIELDS = ("env", "topology", "hidden_sizes", "activation")
+
+
+class RunDirError(ValueError):
+    """A run directory is missing, not a run, or cannot be used as asked; one line."""
+
+
+class CheckpointError(RunDirError):
+    """A checkpoint cannot be read or does not fit this trainer; one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    def entries(self) -> list[Path]:
+        return [self.config, self.checkpoints, self.tensorboard, self.metrics]
+
+    def has_checkpoint(self) -> bool:
+        # TF's state file is written last and atomically: it exists only once a
+        # checkpoint is complete.
+        return (self.checkpoints / "checkpoint").is_file()
+
+    def write_config(self, cfg: Config) -> None:
+        """Write config.yaml atomically (a crash leaves the old file or the new one)."""
+        tmp = self.config.with_suffix(".yaml.tmp")
+        dump_yaml(cfg, tmp)
+        os.replace(tmp, self.config)
+
+
+def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
+    """runs/<env>-<local time>, with an entry point's ':' and '/' made file-name safe; a
+    numeric suffix keeps two runs started in the same second apart."""
+    base = Path(root) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
+    """Create a run directory for a fresh run and write its config.
+
+    An existing run there is refused unless `overwrite`, which removes only the run's
+    own entries (never anything else a user keeps in that directory).
+    """
+    run = RunDir(Path(path))
+    if run.path.exists() and not run.path.is_dir():
+        raise RunDirError(f"run directory {run.path} exists and is not a directory")
+    existing = [p for p in run.entries() if p.exists()]
+    if existing and not overwrite:
+        raise RunDirError(f"{run.path} already holds a run; continue it with --resume {run.path} "
+                          "or replace it with --overwrite")
+    for p in existing:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(cfg)
+    return run
+
+
+def open_run(path: str | os.PathLike, need_checkpoint: bool = True) -> RunDir:
+    """An existing run directory (with a checkpoint, unless told otherwise)."""
+    run = RunDir(Path(path))
+    if not run.path.is_dir():
+        raise RunDirError(f"run directory {run.path} does not exist")
+    if not run.config.is_file():
+        raise RunDirError(f"{run.path} is not a run directory (no config.yaml)")
+    if need_checkpoint and not run.has_checkpoint():
+        raise RunDirError(f"{run.path} has no checkpoint yet (nothing in {run.checkpoints})")
+    return run
+
+
+def saved_config(run: RunDir) -> Config:
+    """The Config a run was trained with (safe YAML loading; errors are one line)."""
+    try:
+        return load_yaml(run.config)
+    except ConfigError as e:
+        raise RunDirError(f"{run.path}: {e}") from None
+
+
+def check_same_network(saved: Config, cfg: Config, where: Path) -> None:
+    """Refuse a resume whose config would build different networks than the checkpoint's."""
+    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in NETWORK_FIELDS
+               if getattr(saved, f) != getattr(cfg, f)]
+    if changed:
+        raise RunDirError(f"cannot resume {where} with a different network ({'; '.join(changed)}); "
+                          "start a new run instead")
+
+
+def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
+    """Check that `cfg` may continue the run at `path`, then record it as the run's config."""
+    run = open_run(path)
+    check_same_network(saved_config(run), cfg, run.path)
+    run.write_config(cfg)
+    return run

@@ -1,0 +1,197 @@
+"""Checkpoints: what they hold (weights, Adam slots and iterations, counters, versions,
+generator state), that a crash mid-save leaves the previous one usable, and that a run
+directory holds no pickle and its config loads without running code."""
+
+import io
+import pickletools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorflow.python.checkpoint import checkpoint_management
+
+from distributed_ac import rundir
+from distributed_ac.checkpoint import (Checkpointer, generator_words, read_counters,
+                                       set_generator_words)
+from distributed_ac.config import Config
+from distributed_ac.learner import Learner
+from distributed_ac.metrics import ConsoleProgress
+from distributed_ac.rollout import RolloutWorker
+from distributed_ac.train import RunState, train
+
+SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
+
+
+def learner_and_state(tmp_path, **kw):
+    cfg = Config(**SMALL, **kw)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    state = RunState.fresh(cfg)
+    run = rundir.new_run(tmp_path / "run", cfg, overwrite=True)
+    return cfg, worker, learner, state, Checkpointer(run, learner, state, keep=3)
+
+
+def fresh_learner(tmp_path, **kw):
+    """A new Learner and RunState, built as a resumed process would build them."""
+    _, _, learner, state, _ = learner_and_state(tmp_path / "other", **kw)
+    return learner, state
+
+
+def reader(tmp_path, learner, state) -> Checkpointer:
+    return Checkpointer(rundir.RunDir(tmp_path / "run"), learner, state, keep=3)
+
+
+def step(worker, learner, state, n):
+    for _ in range(n):
+        batch = worker.collect(learner.weights())
+        learner.step(batch)
+        state.counters.updates += 1
+        state.counters.env_steps += batch.env_steps
+        state.stats.add(batch.episode_returns, batch.episode_lengths)
+
+
+def values(variables):
+    return [v.numpy().copy() for v in variables]
+
+
+def all_state(learner):
+    nets = learner.nets
+    return values(nets.actor.variables + nets.critic.variables + nets.v_target.variables
+                  + learner.actor_opt.variables + learner.critic_opt.variables)
+
+
+def test_generator_state_round_trips_as_uint64_words():
+    gen = np.random.default_rng(123)
+    gen.standard_normal(7)  # leaves a cached state behind in has_uint32/uinteger too
+    gen.integers(0, 2**32, dtype=np.uint32)
+    words = generator_words(gen)
+    assert words.dtype == np.uint64 and words.shape == (6,)
+    expected = gen.random(5)
+    other = np.random.default_rng(0)
+    set_generator_words(other, words)
+    np.testing.assert_array_equal(other.random(5), expected)
+
+
+def test_restore_brings_back_weights_adam_slots_iterations_versions_and_run_state(tmp_path):
+    cfg, worker, learner, state, ckpt = learner_and_state(tmp_path, target_sync_every=3,
+                                                          actor_lr_decay_steps=2)
+    step(worker, learner, state, 4)
+    state.reseed_rng.integers(0, 10, size=3)
+    state.counters.dropped_batches, state.counters.wall_s = 2, 12.5
+    ckpt.save()
+    saved = all_state(learner)
+    saved_words = generator_words(state.reseed_rng)
+    assert any(np.abs(s).sum() > 0 for s in values(learner.actor_opt.variables[1:]))  # slots moved
+
+    fresh, fresh_state = fresh_learner(tmp_path, target_sync_every=3, actor_lr_decay_steps=2)
+    assert reader(tmp_path, fresh, fresh_state).restore().endswith("ckpt-4")
+    for a, b in zip(saved, all_state(fresh)):
+        np.testing.assert_array_equal(a, b)
+    assert int(fresh.actor_opt.iterations) == int(fresh.critic_opt.iterations) == 4
+    assert float(fresh.actor_opt.learning_rate) == float(learner.actor_opt.learning_rate)
+    assert (fresh.updates, fresh.policy_version, fresh.target_version) == (4, 4, 1)
+    assert fresh_state.counters == state.counters
+    assert list(fresh_state.stats.returns) == list(state.stats.returns)
+    assert fresh_state.stats.episodes == state.stats.episodes
+    np.testing.assert_array_equal(generator_words(fresh_state.reseed_rng), saved_words)
+    assert read_counters(ckpt.latest)["env_steps"] == state.counters.env_steps
+
+
+def test_a_crash_before_the_state_file_names_the_new_checkpoint_keeps_the_previous(tmp_path,
+                                                                                   monkeypatch):
+    _, worker, learner, state, ckpt = learner_and_state(tmp_path)
+    step(worker, learner, state, 2)
+    ckpt.save()
+    at_two = all_state(learner)
+    step(worker, learner, state, 2)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed mid-save")
+
+    # The manager writes the new files first, then names them in the state file: dying
+    # in between leaves the files of ckpt-4 on disk but unnamed.
+    monkeypatch.setattr(checkpoint_management, "update_checkpoint_state_internal", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save()
+    monkeypatch.undo()
+    assert (Path(ckpt.manager.directory) / "ckpt-4.index").exists()
+
+    fresh, fresh_state = fresh_learner(tmp_path)
+    assert reader(tmp_path, fresh, fresh_state).restore().endswith("ckpt-2")
+    for a, b in zip(at_two, all_state(fresh)):
+        np.testing.assert_array_equal(a, b)
+    assert fresh_state.counters.updates == 2
+
+
+def test_an_unreadable_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    _, worker, learner, state, ckpt = learner_and_state(tmp_path)
+    step(worker, learner, state, 1)
+    ckpt.save()
+    at_one = all_state(learner)
+    step(worker, learner, state, 1)
+    ckpt.save()
+    data = next(Path(ckpt.manager.directory).glob("ckpt-2.data-*"))
+    data.write_bytes(data.read_bytes()[:40])  # torn by a disk or copy failure
+
+    fresh, fresh_state = fresh_learner(tmp_path)
+    assert reader(tmp_path, fresh, fresh_state).restore().endswith("ckpt-1")
+    for a, b in zip(at_one, all_state(fresh)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_saving_twice_at_one_update_never_rewrites_the_named_checkpoint(tmp_path):
+    _, worker, learner, state, ckpt = learner_and_state(tmp_path)
+    step(worker, learner, state, 1)
+    assert ckpt.save().endswith("ckpt-1")
+    assert ckpt.save() is None
+
+
+def _is_pickle(blob: bytes) -> bool:
+    if not blob.startswith(b"\x80") or len(blob) < 2 or not 2 <= blob[1] <= 5:
+        return False
+    try:
+        pickletools.dis(io.BytesIO(blob), out=io.StringIO())
+        return True
+    except Exception:
+        return False
+
+
+def test_a_run_directory_holds_no_pickle_and_only_the_documented_entries(tmp_path):
+    cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=2, log_every_s=0.01,
+                 **{**SMALL, "total_env_steps": 4 * 32})
+    run_dir = tmp_path / "run"
+    train(cfg, run_dir=run_dir, progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.yaml",
+                                                         "metrics.jsonl", "tb"]
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if _is_pickle(p.read_bytes())]
+    assert rundir.saved_config(rundir.open_run(run_dir)) == cfg
+
+
+def test_config_yaml_is_safe_loaded_so_a_python_tag_runs_no_code(tmp_path):
+    marker = tmp_path / "pwned"
+    run_dir = tmp_path / "run"
+    rundir.new_run(run_dir, Config())
+    (run_dir / "config.yaml").write_text(
+        f"seed: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(rundir.RunDirError, match="not valid YAML"):
+        rundir.saved_config(rundir.open_run(run_dir, need_checkpoint=False))
+    assert not marker.exists()
+
+
+def test_a_new_run_refuses_an_existing_run_unless_overwrite_and_keeps_other_files(tmp_path):
+    run_dir = tmp_path / "run"
+    rundir.new_run(run_dir, Config(seed=1))
+    (run_dir / "notes.txt").write_text("mine")
+    with pytest.raises(rundir.RunDirError, match="--resume .* --overwrite"):
+        rundir.new_run(run_dir, Config(seed=2))
+    run = rundir.new_run(run_dir, Config(seed=2), overwrite=True)
+    assert rundir.saved_config(run).seed == 2
+    assert (run_dir / "notes.txt").read_text() == "mine"
+
+
+def test_default_run_directories_never_collide(tmp_path):
+    first = rundir.default_path("mypkg.envs:My/Env", root=tmp_path)
+    assert first.parent == tmp_path and first.name.startswith("mypkg.envs_My_Env-")
+    first.mkdir()
+    assert rundir.default_path("mypkg.envs:My/Env", root=tmp_path) != first

@@ -1,0 +1,107 @@
+"""Resume: K updates, then a resume for M more, equals K+M updates in one go, bit for bit
+(serial, sync, one worker, fixed seed); counters, schedules, the V_target sync phase and
+the metrics continue; a resume that would change the network is refused."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distributed_ac import cli
+from distributed_ac.config import Config
+from distributed_ac.metrics import ConsoleProgress, read_rows
+from distributed_ac.train import train
+
+BATCH = 4 * 8  # envs_per_worker x rollout_length
+# checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes
+# the V_target sync phase at K=4 matter; short decay periods make both schedules move.
+BASE = dict(serial=True, num_workers=1, mode="sync", seed=7, envs_per_worker=4,
+            rollout_length=8, hidden_sizes=(16,), checkpoint_every=2, target_sync_every=3,
+            actor_lr_decay_steps=3, critic_lr_decay_steps=5, entropy_coef=0.01,
+            log_every_s=0.001)
+K, M = 4, 3
+
+
+def run(run_dir, updates, resume=False, **kw):
+    cfg = Config(**{**BASE, **kw}, total_env_steps=updates * BATCH)
+    quiet = ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
+    return train(cfg, run_dir=run_dir, resume=resume, progress=quiet)
+
+
+def checkpoint_tensors(summary) -> dict[str, np.ndarray]:
+    """Every tensor of the run's final checkpoint except the clock and TF's save counter."""
+    reader = tf.train.load_checkpoint(summary["checkpoint"])
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if "wall_s" not in name and not name.startswith(("save_counter", "_CHECKPOINTABLE"))}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    once = run(root / "once", K + M)
+    first = run(root / "split", K)
+    resumed = run(root / "split", K + M, resume=True)
+    return root, once, first, resumed
+
+
+def test_k_updates_then_resume_for_m_equals_k_plus_m_in_one_go_bit_for_bit(runs):
+    _, once, first, resumed = runs
+    assert first["updates"] == K and resumed["updates"] == once["updates"] == K + M
+    a, b = checkpoint_tensors(once), checkpoint_tensors(resumed)
+    assert a.keys() == b.keys()
+    weights = [n for n in a if n.startswith(("actor_optimizer/_trainable", "v_target"))]
+    slots = [n for n in a if "optimizer/_variables" in n]
+    assert weights and slots  # the comparison covers weights, V_target and Adam's slots
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    # and the comparison is not vacuous: training moved the weights after the resume
+    k_tensors = checkpoint_tensors(first)
+    assert any(not np.array_equal(k_tensors[n], b[n]) for n in weights)
+
+
+def test_resume_continues_counters_schedules_and_v_target_phase(runs):
+    _, once, _, resumed = runs
+    t = checkpoint_tensors(resumed)
+    assert t["actor_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == K + M
+    assert t["critic_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == K + M
+    assert t["train_state/target_version/.ATTRIBUTES/VARIABLE_VALUE"] == (K + M) // 3
+    assert t["train_state/counters/env_steps/.ATTRIBUTES/VARIABLE_VALUE"] == (K + M) * BATCH
+    assert resumed["episodes"] == once["episodes"]
+    assert resumed["mean_return_100"] == once["mean_return_100"]
+
+
+def test_resumed_metrics_continue_where_the_checkpoint_left_off(runs):
+    root, once, _, _ = runs
+    rows = read_rows(root / "split" / "metrics.jsonl")
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert steps[-1] == (K + M) * BATCH and any(s > K * BATCH for s in steps)
+    walls = [r["wall_s"] for r in rows]
+    assert walls == sorted(walls)  # wall time adds up across sessions
+    by_step = {r["env_steps"]: r for r in rows}
+    ref = {r["env_steps"]: r for r in read_rows(root / "once" / "metrics.jsonl")}
+    last = (K + M) * BATCH  # the learning-rate schedule resumed at the right step
+    assert by_step[last]["charts/learning_rate_actor"] == ref[last]["charts/learning_rate_actor"]
+
+
+def test_resume_with_a_different_network_is_refused_with_one_line(runs, capsys):
+    root = runs[0]
+    code = cli.main(["train", "--resume", str(root / "split"), "--hidden-sizes", "32", "32"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "different network" in err and "hidden_sizes (16,) -> (32, 32)" in err
+
+
+def test_resume_of_a_directory_without_a_checkpoint_is_refused(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("seed: 1\n")
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
+    assert "has no checkpoint" in capsys.readouterr().err
+
+
+def test_summary_names_the_run_directory_and_its_checkpoint(runs):
+    root, _, first, _ = runs
+    assert first["run_dir"] == str(root / "split")
+    assert first["checkpoint"].endswith(f"ckpt-{K}")
+    assert json.loads(json.dumps(first)) == first

@@ -10,6 +10,7 @@ start repeats here.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -37,6 +38,9 @@ def load_trained(run_dir: str | Path):
 
 def _make_env(cfg: Config, video: Path | None) -> gym.Env:
     env_id = resolve_env_id(cfg.env)
+    # rgb_array frames need no display; without this SDL (pygame) looks for one and
+    # complains on a headless machine.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         env = gym.make(env_id, render_mode="rgb_array" if video else None)
     except Exception as e:

@@ -98,7 +98,6 @@ SCALARS = ("charts/episodic_return", "charts/episodic_length", "charts/SPS",
            "losses/actor", "losses/critic", "losses/entropy",
            "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
            "diag/policy_lag", "diag/dropped_batches", "diag/worker_restarts")
-ROW_KEYS = ("env_steps", "updates", "wall_s") + SCALARS
 
 # Scalar name -> key of Learner.step()'s metrics.
 _LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",

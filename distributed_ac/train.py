@@ -145,11 +145,11 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     the run there continues from its newest checkpoint.
     """
     start = time.monotonic()
+    space = probe_space(cfg.env, cfg.vectorization)  # a bad env leaves no run directory behind
     if resume:
         run = rundir.resume_run(run_dir, cfg)
     else:
         run = rundir.new_run(run_dir or rundir.default_path(cfg.env), cfg, overwrite)
-    space = probe_space(cfg.env, cfg.vectorization)
     pool = make_pool(cfg, address, dashboard)  # workers boot while TensorFlow loads below
     try:
         with Trainer(cfg, run, pool, space, resume, progress) as trainer, StopSignals() as stop:

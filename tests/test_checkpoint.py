@@ -195,3 +195,12 @@ def test_default_run_directories_never_collide(tmp_path):
     assert first.parent == tmp_path and first.name.startswith("mypkg.envs_My_Env-")
     first.mkdir()
     assert rundir.default_path("mypkg.envs:My/Env", root=tmp_path) != first
+
+
+def test_a_run_that_fails_to_start_leaves_no_run_directory(tmp_path, capsys):
+    from distributed_ac import cli
+
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", "--env", "NoSuchEnv-v9", "--run-dir", str(run_dir)]) == 2
+    assert "unknown environment id" in capsys.readouterr().err
+    assert not run_dir.exists()

@@ -151,6 +151,8 @@ class PlotArgs:
 def cmd_plot(argv: list[str]) -> int:
     args = tyro.cli(PlotArgs, args=argv, prog="dac plot",
                     description="Draw return against env steps and against wall time.")
+    if not args.run_dirs:
+        raise UsageError("dac plot needs at least one run directory")
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise UsageError(f"--out {args.out}: the image must end in .png, .svg or .pdf")
     from distributed_ac.plot import plot

@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -15,8 +16,10 @@ PENDULUM_BUDGET = 1_500_000
 
 
 def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
-    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", *flags],
-                         capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory() as tmp:  # the run directory, not ./runs/
+        out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train",
+                              "--run-dir", f"{tmp}/run", *flags],
+                             capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 

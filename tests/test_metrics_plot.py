@@ -127,3 +127,6 @@ def test_dac_plot_refuses_runs_without_metrics_and_unknown_formats(runs, tmp_pat
     assert "has no metrics.jsonl" in capsys.readouterr().err
     assert cli.main(["plot", str(runs[0]), "--out", str(tmp_path / "c.bmpx")]) == 2
     assert ".png, .svg or .pdf" in capsys.readouterr().err
+    assert cli.main(["plot", "--out", str(tmp_path / "c.png")]) == 2
+    assert "at least one run directory" in capsys.readouterr().err
+    assert not (tmp_path / "c.png").exists()

@@ -129,6 +129,11 @@ class StopSignals:
 def make_pool(cfg: Config, address: str | None, dashboard: bool):
     if cfg.serial:
         return SerialPool(cfg, cfg.num_workers or 1)
+    if not address:
+        # Embedded local Ray listens on loopback only. Ray reads this switch when it is
+        # imported, and then binds every server (GCS, raylet, workers, agents) to
+        # 127.0.0.1, as it does on a laptop; no other machine can join or reach it.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from distributed_ac import distributed  # Ray is imported only when it is used
 
     distributed.start_ray(address, dashboard)

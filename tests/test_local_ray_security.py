@@ -1,0 +1,48 @@
+"""Local mode binds every Ray server to 127.0.0.1 and starts no dashboard unless asked."""
+
+import ipaddress
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def listening(root: int) -> list[tuple[str, int, str]]:
+    procs = {root: "dac"}
+    for p in psutil.Process(root).children(recursive=True):
+        try:
+            procs[p.pid] = " ".join(p.cmdline())[:80]
+        except psutil.Error:
+            pass
+    return [(c.laddr.ip, c.laddr.port, procs[c.pid]) for c in psutil.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in procs]
+
+
+def is_loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip)
+    return addr.is_loopback or getattr(addr, "ipv4_mapped", None) is not None and addr.ipv4_mapped.is_loopback
+
+
+def test_local_training_listens_on_loopback_only_and_serves_no_dashboard(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac.cli", "train",
+                             "--total-env-steps", "3000000", "--run-dir", str(tmp_path / "run")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, sockets = time.monotonic() + 120, []
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(2)
+            sockets = listening(proc.pid)
+            if any("RolloutWorker" in name or "IDLE" in name for _, _, name in sockets):
+                break
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert sockets, "no listening sockets found in the run's process tree"
+        exposed = [s for s in sockets if not is_loopback(s[0])]
+        assert not exposed, exposed
+        assert 8265 not in {port for _, port, _ in sockets}, sockets  # no dashboard
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

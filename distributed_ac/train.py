@@ -29,6 +29,7 @@ from distributed_ac import rundir
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
+from distributed_ac.errors import NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
 from distributed_ac.rollout import RolloutWorker
 
@@ -78,6 +79,7 @@ class Counters:
     env_steps: int = 0
     updates: int = 0
     dropped_batches: int = 0
+    nonfinite_batches: int = 0
     max_lag: int = 0
     worker_restarts: int = 0
     wall_s: float = 0.0  # training seconds, summed over every session of the run
@@ -162,7 +164,11 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
                 trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on node "
                                       f"{info['node_ip']} ({info['node']}), "
                                       f"{info['rss_mb']:.0f} MB resident")
-            trainer.loop(stop)
+            try:
+                trainer.loop(stop)
+            except RunStopped as e:
+                trainer.stop_on_error(e)
+                raise
             trainer.finish(stop)
     finally:
         pool.close()
@@ -263,6 +269,13 @@ class Trainer:
         self._report(force=True)
         self.ckpt.save()
 
+    def stop_on_error(self, error: RunStopped) -> None:
+        """Workers or the learner cannot go on: keep a usable checkpoint, say which one."""
+        self._report(force=True)
+        if not isinstance(error, NonFiniteLossError):  # skipped updates left the state good
+            self.ckpt.save()
+        self.progress.note(f"stopping: {error}; newest checkpoint: {self.ckpt.latest}")
+
     def __enter__(self) -> "Trainer":
         return self
 
@@ -282,18 +295,24 @@ class Trainer:
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 "mean_return_100": stats.mean_return, "solved": self.solved(),
                 "dropped_batches": c.dropped_batches, "max_policy_lag": c.max_lag,
+                "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
+                "skipped_updates": self.learner.skipped_updates,
                 "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
                 "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
                 "stopped_by": stop.received.name if stop.received else None}
 
 
 def _drop_stale(cfg: Config, batches: list[Batch], version: int, counters: Counters) -> list[Batch]:
-    """Keep batches within max_policy_lag of the learner's version; count the rest."""
+    """Keep finite batches within max_policy_lag of the learner's version; count the rest."""
     fresh = []
     for b in batches:
         lag = version - b.policy_version
         counters.max_lag = max(counters.max_lag, lag)
-        if lag > cfg.max_policy_lag:
+        if b.nonfinite:  # on_nonfinite = drop: the worker flagged it; never train on it
+            log.warning("dropping a batch: %s", b.nonfinite)
+            counters.dropped_batches += 1
+            counters.nonfinite_batches += 1
+        elif lag > cfg.max_policy_lag:
             counters.dropped_batches += 1
         else:
             fresh.append(b)

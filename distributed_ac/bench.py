@@ -217,7 +217,17 @@ def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue) -> None:
 def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
     """env or worker phase with `workers` processes side by side (1 = this process)."""
     if workers == 1:
-        out = _measure_in_process(kind, cfg, 0, repeats, min_time)
+        from distributed_ac.rollout import THREAD_VARS
+
+        saved = {k: os.environ.get(k) for k in THREAD_VARS}
+        try:
+            out = _measure_in_process(kind, cfg, 0, repeats, min_time)
+        finally:  # limit_threads set them for a worker; this process may load TensorFlow next
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         return record(kind, cfg, 1, out["rates"], cfg.envs_per_worker * cfg.rollout_length,
                       rss_mb=round(out["rss_mb"], 1))
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock

@@ -38,12 +38,6 @@ def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None)
              configure_logging=False, log_to_driver=True)
 
 
-def thread_env(cpus: float) -> dict[str, str]:
-    n = str(max(1, int(cpus)))
-    return {name: n for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                 "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")}
-
-
 def default_num_workers(cfg: Config, local: bool) -> int:
     """As many workers as the cluster's CPUs hold; locally one CPU stays with the learner."""
     cpus = ray.cluster_resources().get("CPU", 1.0)
@@ -57,9 +51,10 @@ class RayPool:
 
     def __init__(self, cfg: Config, num_workers: int):
         self.cfg = cfg
+        # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
+        # can start in one of Ray's prestarted processes (~0.3 s instead of ~1.5 s).
         self._cls = ray.remote(_PlacedRolloutWorker).options(
-            num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD",
-            runtime_env={"env_vars": thread_env(cfg.worker_cpus)})
+            num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD")
         self.workers = [self._cls.remote(cfg, i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}
         self._published: tuple[int, int, ray.ObjectRef] | None = None

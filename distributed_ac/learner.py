@@ -14,6 +14,7 @@ Each group's gradients are clipped by their own global norm before their optimiz
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import keras
@@ -72,10 +73,15 @@ class Learner:
         self.policy_version = 0
         self.target_version = 0
         self._target_arrays: list[np.ndarray] | None = None
+        self._actor_arrays: tuple[int, list[np.ndarray]] | None = None  # (version, arrays)
         # autograph off: the step has no tensor-dependent Python control flow, and errors
         # raised while tracing (NoGradientError) then reach the caller unwrapped.
-        self._train_step = tf.function(self._step_graph, input_signature=self._signature(),
-                                       autograph=False)
+        # Two variants, traced on first use: the step alone, and the step followed by the
+        # V_target sync, so a due sync costs no eager ops of its own (each is ~0.1 ms).
+        self._train_steps = {
+            sync: tf.function(functools.partial(self._step_graph, sync=sync),
+                              input_signature=self._signature(), autograph=False)
+            for sync in (False, True)}
 
     def _signature(self):
         T, d = self.cfg.rollout_length, self.space.obs_dim
@@ -117,7 +123,8 @@ class Learner:
         var = losses.masked_mean(tf.square(adv - mean), mask)
         return (adv - mean) * tf.math.rsqrt(var + 1e-8) * mask
 
-    def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values):
+    def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
+                    sync=False):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
         flat_obs = tf.reshape(obs, [-1, self.space.obs_dim])
@@ -142,14 +149,28 @@ class Learner:
         def apply():
             self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
             self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
+            if sync:  # V_target <- V after this update, as Learner.sync_target would
+                sync_target(nets, c.target_tau)
             return tf.constant(True)
 
         # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
         # iteration counters (hence both schedules) stay exactly as they were.
         applied = tf.cond(finite, apply, lambda: tf.constant(False))
-        return {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
-                "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
-                "applied": applied}
+        # Everything below reads state the update wrote; automatic control dependencies
+        # order those reads after it. Returning the new weights from the step saves the
+        # eager read per variable that weights() would otherwise make.
+        metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
+                   "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
+                   "applied": applied,
+                   "learning_rate_actor": tf.cast(self.actor_opt.learning_rate, tf.float32),
+                   "learning_rate_critic": tf.cast(self.critic_opt.learning_rate, tf.float32)}
+        return metrics, self._actor_tensors(), [tf.identity(v.value) for v in
+                                                path_variables(nets.target_path)]
+
+    def _actor_tensors(self) -> list:
+        """The actor's part of a Weights bundle: path kernels and biases, then log_std."""
+        extra = [self.nets.log_std.log_std] if self.nets.log_std is not None else []
+        return [tf.identity(v.value) for v in path_variables(self.nets.actor_path) + extra]
 
     @staticmethod
     def _clipped(tape, loss, variables, clip, loss_name):
@@ -164,12 +185,14 @@ class Learner:
     # ---- plain Python around it -------------------------------------------------
     def step(self, batch: Batch) -> dict[str, float]:
         """One update from a Batch; returns its metrics as floats."""
+        sync = (self.updates + 1) % self.cfg.target_sync_every == 0
         with tf.device(self.device):
-            out = self._train_step(batch.obs, batch.actions, batch.rewards, batch.terminated,
-                                   batch.truncated, batch.mask, batch.behaviour_logp,
-                                   batch.values)
+            out, actor, target = self._train_steps[sync](
+                batch.obs, batch.actions, batch.rewards, batch.terminated, batch.truncated,
+                batch.mask, batch.behaviour_logp, batch.values)
         metrics = {k: float(v) for k, v in out.items()}
-        if not metrics["applied"]:
+        if not metrics["applied"]:  # a skipped update reports no learning rate
+            del metrics["learning_rate_actor"], metrics["learning_rate_critic"]
             self.skipped_updates += 1
             self._nonfinite_streak += 1
             if self._nonfinite_streak >= self.cfg.max_nonfinite_updates:
@@ -180,16 +203,16 @@ class Learner:
         self._nonfinite_streak = 0
         self.updates += 1
         self.policy_version += 1
-        if self.updates % self.cfg.target_sync_every == 0:
-            self.sync_target()
-        metrics["learning_rate_actor"] = float(self.actor_opt.learning_rate)
-        metrics["learning_rate_critic"] = float(self.critic_opt.learning_rate)
+        self._actor_arrays = (self.policy_version, [a.numpy() for a in actor])
+        if sync:  # the step already synced V_target
+            self.target_version += 1
+            self._target_arrays = [t.numpy() for t in target]
         return metrics
 
     def set_versions(self, updates: int, policy_version: int, target_version: int) -> None:
         """Continue from a checkpoint: `updates` also sets the V_target sync phase."""
         self.updates, self.policy_version, self.target_version = updates, policy_version, target_version
-        self._target_arrays = None  # V_target's variables were just restored
+        self._target_arrays = self._actor_arrays = None  # the variables were just restored
 
     def sync_target(self) -> None:
         sync_target(self.nets, self.cfg.target_tau)
@@ -198,9 +221,12 @@ class Learner:
 
     def weights(self) -> Weights:
         """The versioned bundle the workers act and bootstrap with."""
-        actor = [v.numpy() for v in path_variables(self.nets.actor_path)]
-        if self.nets.log_std is not None:
-            actor.append(self.nets.log_std.log_std.numpy())
+        if self._actor_arrays is not None and self._actor_arrays[0] == self.policy_version:
+            actor = self._actor_arrays[1]  # what the last step returned
+        else:
+            actor = [v.numpy() for v in path_variables(self.nets.actor_path)]
+            if self.nets.log_std is not None:
+                actor.append(self.nets.log_std.log_std.numpy())
         if self._target_arrays is None:  # V_target changes only on sync
             self._target_arrays = [v.numpy() for v in path_variables(self.nets.target_path)]
         return Weights(self.policy_version, self.target_version, actor, self._target_arrays)

@@ -17,14 +17,25 @@ from distributed_ac.errors import EnvStepError, NonFiniteError
 from distributed_ac.policy import Policy
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
 def limit_threads(cpus: float) -> None:
-    """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe."""
+    """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe.
+
+    Done here, in the worker, rather than through a Ray runtime_env: an actor with its own
+    runtime_env cannot take one of Ray's prestarted worker processes and waits ~1 s for a
+    fresh one. The variables still reach TensorFlow, which reads them when it first runs
+    (a worker imports it only for an activation NumPy lacks), and any subprocess.
+    """
     n = max(1, int(cpus))
+    os.environ.update({name: str(n) for name in THREAD_VARS})
     try:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=n)
-    except ImportError:  # the env vars set by the launcher still apply
+    except ImportError:  # BLAS pools already started keep their size; new ones follow the vars
         pass
 
 

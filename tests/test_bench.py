@@ -159,3 +159,25 @@ def test_learner_variables_live_on_the_picked_device():
                  + list(learner.actor_opt.variables) + list(learner.critic_opt.variables))
     for v in variables:
         assert v.value.device.endswith(learner.device.lstrip("/")), (v.path, v.value.device)
+
+
+# ---- what the speed work must not change -------------------------------------------
+def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
+    from distributed_ac.networks import path_variables
+
+    cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000, target_sync_every=2)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    for update in range(1, 5):
+        learner.step(worker.collect(learner.weights()))
+        w = learner.weights()
+        assert (w.version, w.target_version) == (update, update // 2)
+        for got, var in zip(w.actor, path_variables(learner.nets.actor_path)):
+            np.testing.assert_array_equal(got, var.numpy())
+        for got, var in zip(w.v_target, path_variables(learner.nets.target_path)):
+            np.testing.assert_array_equal(got, var.numpy())
+    bad = worker.collect(learner.weights())
+    bad.rewards[0, 0] = np.nan
+    assert "learning_rate_actor" not in learner.step(bad)  # skipped: nothing moves
+    for got, var in zip(learner.weights().actor, path_variables(learner.nets.actor_path)):
+        np.testing.assert_array_equal(got, var.numpy())

@@ -8,7 +8,9 @@ stderr, never as a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -58,6 +60,32 @@ class TrainArgs:
     """Replace the run already in --run-dir instead of refusing."""
 
 
+def parse_flags(cls, argv: list[str], **kwargs):
+    """tyro.cli, with tyro's error box turned into one UsageError line; --help still prints."""
+    if "-h" in argv or "--help" in argv:
+        return tyro.cli(cls, args=argv, **kwargs)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+            return tyro.cli(cls, args=argv, **kwargs)
+    except SystemExit:
+        raise UsageError(_box_to_line(captured.getvalue())) from None
+
+
+def _box_to_line(text: str) -> str:
+    """tyro's message (the text between its first two rules, box or plain), on one line."""
+    body, rules = [], 0
+    for raw in text.splitlines():
+        inner = raw.strip().strip("│╭╮╰╯|").strip()
+        if inner and set(inner) <= set("─-━ "):
+            rules += 1
+            if rules == 2:
+                break
+        elif inner and not inner.startswith("╭"):
+            body.append(inner)
+    return (" ".join(body) or "invalid command-line arguments") + " (see --help)"
+
+
 def _flag_value(argv: list[str], flag: str) -> str | None:
     for i, a in enumerate(argv):
         if a == flag:
@@ -76,8 +104,8 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
     path = _flag_value(argv, "--config")
     if path:
         base = load_yaml(path, base)
-    args = tyro.cli(TrainArgs, default=TrainArgs(cfg=base), args=argv, prog="dac train",
-                    description="Train an actor-critic agent on Ray rollout workers.")
+    args = parse_flags(TrainArgs, argv, default=TrainArgs(cfg=base), prog="dac train",
+                       description="Train an actor-critic agent on Ray rollout workers.")
     if args.resume and (args.run_dir or args.overwrite):
         raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
     return args
@@ -111,8 +139,8 @@ class EvaluateArgs:
 
 
 def cmd_evaluate(argv: list[str]) -> int:
-    args = tyro.cli(EvaluateArgs, args=argv, prog="dac evaluate",
-                    description="Run a trained policy on fresh seeds; print its returns.")
+    args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
+                       description="Run a trained policy on fresh seeds; print its returns.")
     from distributed_ac.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed)
@@ -131,8 +159,8 @@ class ExportArgs:
 
 
 def cmd_export(argv: list[str]) -> int:
-    args = tyro.cli(ExportArgs, args=argv, prog="dac export",
-                    description="Write a trained policy as a standalone TensorFlow SavedModel.")
+    args = parse_flags(ExportArgs, argv, prog="dac export",
+                       description="Write a trained policy as a standalone TensorFlow SavedModel.")
     open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
     from distributed_ac.export import export
 
@@ -149,8 +177,8 @@ class PlotArgs:
 
 
 def cmd_plot(argv: list[str]) -> int:
-    args = tyro.cli(PlotArgs, args=argv, prog="dac plot",
-                    description="Draw return against env steps and against wall time.")
+    args = parse_flags(PlotArgs, argv, prog="dac plot",
+                       description="Draw return against env steps and against wall time.")
     if not args.run_dirs:
         raise UsageError("dac plot needs at least one run directory")
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):

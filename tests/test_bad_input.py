@@ -1,0 +1,107 @@
+"""Bad input never gives a traceback and never overwrites good data: each case is one
+line on stderr naming what is wrong, and exit code 2. Table-driven, through the CLI."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = os.path.dirname(__file__)
+
+
+def dac(*argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "distributed_ac.cli", *argv], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory) -> Path:
+    """A real finished serial run with a checkpoint, to damage and resume in the cases."""
+    run = tmp_path_factory.mktemp("good") / "run"
+    out = dac("train", "--serial", "--total-env-steps", "2048", "--checkpoint-every", "2",
+              "--run-dir", str(run))
+    assert out.returncode == 0, out.stderr[-2000:]
+    return run
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def damage(run: Path, how: str) -> None:
+    ckpts = run / "checkpoints"
+    data = sorted(ckpts.glob("*.data-*"))
+    if how == "missing":
+        for f in ckpts.iterdir():
+            f.unlink()
+    elif how == "truncated":
+        for f in data:
+            f.write_bytes(f.read_bytes()[: max(1, f.stat().st_size // 3)])
+        for f in ckpts.glob("*.index"):
+            f.write_bytes(f.read_bytes()[:20])
+    elif how == "corrupted":
+        for f in list(data) + list(ckpts.glob("*.index")):
+            raw = bytearray(f.read_bytes())
+            for i in range(0, len(raw), 7):
+                raw[i] ^= 0xFF
+            f.write_bytes(bytes(raw))
+
+
+def yaml_file(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "cfg.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+CASES = {
+    "unknown env id": (lambda t, r: ["train", "--env", "NoSuchEnv-v7"], "unknown environment id"),
+    "unsupported action space": (lambda t, r: ["train", "--env", "fakes:MultiDiscreteEnv"],
+                                 "only Discrete and 1-D Box"),
+    "entry point does not import": (lambda t, r: ["train", "--env", "no_such_mod_q:Env"],
+                                    "cannot import entry point module"),
+    "field out of range": (lambda t, r: ["train", "--gamma", "1.5"], "gamma must be in [0, 1]"),
+    "field of the wrong type": (lambda t, r: ["train", "--envs-per-worker", "many"],
+                                "--envs-per-worker"),
+    "yaml field of the wrong type": (lambda t, r: ["train", "--config", yaml_file(t, "rollout_length: ten\n")],
+                                     "'rollout_length' must be int"),
+    "unknown yaml field": (lambda t, r: ["train", "--config", yaml_file(t, "lr: 0.1\n")],
+                           "unknown config field(s): lr"),
+    "malformed yaml": (lambda t, r: ["train", "--config", yaml_file(t, "env: [CartPole\n")],
+                       "not valid YAML"),
+    "missing yaml file": (lambda t, r: ["train", "--config", str(t / "nope.yaml")],
+                          "cannot read config file"),
+    "unknown flag": (lambda t, r: ["train", "--learning-rate", "3"], "Unrecognized options"),
+    "unknown command": (lambda t, r: ["fly"], "unknown command 'fly'"),
+    "resume a directory that is not a run": (lambda t, r: ["train", "--resume", str(t / "x")],
+                                             "x"),
+    "missing checkpoint": (lambda t, r: (damage(r, "missing"), ["train", "--resume", str(r)])[1],
+                           "checkpoint"),
+    "truncated checkpoint": (lambda t, r: (damage(r, "truncated"), ["evaluate", str(r)])[1],
+                             "checkpoint"),
+    "corrupted checkpoint": (lambda t, r: (damage(r, "corrupted"), ["train", "--resume", str(r)])[1],
+                             "checkpoint"),
+    "resume with another network shape": (lambda t, r: ["train", "--resume", str(r),
+                                                        "--hidden-sizes", "8"], "hidden_sizes"),
+    "run dir holding another run": (lambda t, r: ["train", "--run-dir", str(r)], "--overwrite"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
+    make_argv, needle = CASES[case]
+    run = copy_run(good_run, tmp_path / "run")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    out = dac(*make_argv(tmp_path, run))
+    assert out.returncode == 2, (case, out.returncode, out.stderr[-2000:])
+    assert "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("dac: error: ") and needle in last, (case, last)
+    if case not in ("missing checkpoint", "truncated checkpoint", "corrupted checkpoint"):
+        after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+        assert after == before, f"{case}: the run directory changed"

@@ -95,3 +95,43 @@ def test_nan_observation_batch_is_dropped_and_counted_when_configured(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["dropped_batches"] >= 1 and summary["env_steps"] >= 3000
+
+
+def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
+    import tensorflow as tf
+
+    from distributed_ac.checkpoint import read_counters
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed_ac.cli", "train", "--run-dir", str(run),
+         "--checkpoint-every", "5", "--total-env-steps", "100000000", "--log-every-s", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        path = tf.train.latest_checkpoint(str(run / "checkpoints"))
+        if path and read_counters(path)["updates"] >= 10:
+            break
+        time.sleep(0.5)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()  # SIGKILL: no handler runs, no final checkpoint
+    proc.wait()
+    psutil.wait_procs(children, timeout=20)
+    for c in children:  # leave the machine as found, whatever Ray did about its orphans
+        try:
+            c.kill()
+        except psutil.NoSuchProcess:
+            pass
+    path = tf.train.latest_checkpoint(str(run / "checkpoints"))
+    saved = read_counters(path)
+    assert saved["updates"] >= 10 and saved["updates"] % 5 == 0
+
+    budget = saved["env_steps"] + 10 * 512
+    out = dac("train", "--resume", str(run), "--total-env-steps", str(budget))
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["updates"] == saved["updates"] + 10, (saved, summary)
+    assert summary["env_steps"] == budget
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps) and steps[-1] == budget  # no rows from the lost stretch

@@ -19,14 +19,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import json
 import multiprocessing as mp
 import os
 import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from importlib import metadata
@@ -353,84 +351,9 @@ def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) 
                   whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])
 
 
-# ---- the sweep and the command line -----------------------------------------------
-def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: float,
-          e2e_updates: int, emit=print) -> list[dict]:
-    """Every phase for every (workers, envs_per_worker); each record is emitted as it lands."""
-    records = []
-    space = None
-    for n in envs_list:
-        for w in workers_list:
-            c = dataclasses.replace(cfg, envs_per_worker=n, num_workers=w,
-                                    total_env_steps=max(cfg.total_env_steps, n * cfg.rollout_length))
-            for phase in phases:
-                if phase in ("env", "worker"):
-                    rec = local_phase(phase, c, w, repeats, min_time)
-                elif phase == "learner":
-                    space = space or probe_space(c.env, c.vectorization)
-                    rec = learner_phase(c, space, learner_batch_size(c, w), repeats, min_time, w)
-                elif phase == "broadcast":
-                    rec = broadcast_phase(c, w, repeats, min_time)
-                else:
-                    rec = e2e_phase(c, w, phase[4:], repeats, e2e_updates)
-                records.append(rec)
-                emit(json.dumps(rec))
-    return records
-
-
-def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=print) -> list[dict]:
-    """Learner-only samples/s on the GPU for each batch size; [] (and a note) without one."""
-    import tensorflow as tf
-
-    if not tf.config.list_physical_devices("GPU"):
-        print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
-        return []
-    c = dataclasses.replace(cfg, device="gpu")
-    space = probe_space(c.env, c.vectorization)
-    records = []
-    for b in batch_sizes:
-        c_b = dataclasses.replace(c, envs_per_worker=max(1, b // c.rollout_length),
-                                  total_env_steps=max(c.total_env_steps, b))
-        rec = learner_phase(c_b, space, b, repeats, min_time)
-        records.append(rec)
-        emit(json.dumps(rec))
-    return records
-
-
+# ---- the command line (bench_cli.py) ----------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    from distributed_ac import bench_report
-    from distributed_ac.bench_args import parse_bench_args
+    """`dac bench`: see bench_cli.py."""
+    from distributed_ac.bench_cli import main as cli_main
 
-    args = parse_bench_args(sys.argv[1:] if argv is None else argv)
-    if args.compare:
-        print(bench_report.compare_files(*args.compare))
-        return 0
-    out = open(args.out, "a") if args.out else None
-
-    def emit(line: str) -> None:
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
-
-    cfg = args.cfg
-    try:
-        if args.gpu_sweep:
-            records = gpu_sweep(cfg, args.batch_sizes, args.repeats, args.min_time, emit)
-            if records:  # and end to end with the learner on the GPU
-                records += sweep(dataclasses.replace(cfg, device="gpu"), ("e2e_async",),
-                                 args.workers_list(), args.envs_list(), args.repeats,
-                                 args.min_time, args.e2e_updates, emit)
-        else:
-            records = sweep(cfg, args.phases, args.workers_list(), args.envs_list(),
-                            args.repeats, args.min_time, args.e2e_updates, emit)
-    finally:
-        if out:
-            out.close()
-    if records:
-        print(bench_report.table(records), file=sys.stderr)
-        for (w, n), ratio in bench_report.efficiency(records).items():
-            print(f"efficiency e2e_async/env at {w} worker(s) x {n} envs: {ratio:.2f}", file=sys.stderr)
-    if args.png and records:
-        print(f"plot: {bench_report.plot(records, args.png)}", file=sys.stderr)
-    return 0
+    return cli_main(argv)

@@ -124,6 +124,7 @@ def plot(records: list[dict], path: str | Path) -> Path:
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=phase)
         ax.set_yscale("log")
+        ax.set_xticks(sorted({r["workers"] for r in records}))
         ax.set_xlabel("rollout workers")
         ax.set_ylabel("env steps/s (learner: samples/s)")
         ax.set_title(f"{records[0]['env']}, {n} envs/worker")

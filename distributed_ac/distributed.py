@@ -46,6 +46,9 @@ def default_num_workers(cfg: Config, local: bool) -> int:
     return max(1, int(cpus // cfg.worker_cpus))
 
 
+INLINE_BYTES = 64 * 1024  # a Weights bundle up to this size rides inside each call
+
+
 class RayPool:
     """W remote RolloutWorkers, each with at most one collect() in flight."""
 
@@ -81,14 +84,23 @@ class RayPool:
                         "with `ray job submit --entrypoint-num-gpus 1` to run the learner on one", gpus)
         return where + (f", Ray GPU ids {mine}" if mine else "")
 
-    def publish(self, weights: Weights) -> ray.ObjectRef:
-        """Put a bundle in the object store once per version; every worker reads that copy."""
+    def publish(self, weights: Weights) -> ray.ObjectRef | Weights:
+        """Make a bundle available once per version; return what submit() hands a worker.
+
+        A large bundle, or one that goes to many workers, is put in the object store once
+        and every worker reads that copy. A small one travels inside each collect call
+        instead (Ray copies arguments under 100 KB into the call itself), which skips the
+        object store's create/seal round trips: ~1 ms less per update for a 64x64 MLP
+        on the 2-core machine.
+        """
         key = (weights.version, weights.target_version)
         if self._published is None or self._published[:2] != key:
-            self._published = (*key, ray.put(weights))
+            size = sum(a.nbytes for a in (*weights.actor, *weights.v_target))
+            inline = size <= INLINE_BYTES and size * len(self.workers) <= 8 * INLINE_BYTES
+            self._published = (*key, weights if inline else ray.put(weights))
         return self._published[2]
 
-    def submit(self, worker: int, weights_ref: ray.ObjectRef) -> None:
+    def submit(self, worker: int, weights_ref: ray.ObjectRef | Weights) -> None:
         self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
 
     def wait(self, num: int) -> list[Batch]:

@@ -102,10 +102,13 @@ class RolloutWorker:
             self.policy.load(weights)
         if self.policy.weights is None:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
-        T, N = self.cfg.rollout_length, self.num_envs
+        T = self.cfg.rollout_length
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths = [], []
+        values, returns, lengths = [], [], []
         for _ in range(T):
+            # V_target one step at a time: [N, hidden] activations stay in cache, where
+            # one pass over all T * N rows at the end ran at half the speed (N = 1024).
+            values.append(self.policy.value(self._obs))
             stored, env_action, lp = self.policy.act(self._obs, self.rng)
             try:
                 next_obs, r, te, tr, _ = self.envs.step(env_action)
@@ -131,8 +134,7 @@ class RolloutWorker:
             self._after_done = np.logical_or(te, tr)
             self._obs = self._as_obs(next_obs)
         obs_arr = np.stack(obs)
-        values = self.policy.value(
-            np.concatenate([obs_arr.reshape(T * N, -1), self._obs])).reshape(T + 1, N)
+        values.append(self.policy.value(self._obs))  # the bootstrap value after the last step
         w = self.policy.weights
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
@@ -144,7 +146,7 @@ class RolloutWorker:
             truncated=np.stack(trunc).astype(f32),
             mask=np.stack(mask).astype(f32),
             behaviour_logp=np.stack(logp),
-            values=values.astype(f32),
+            values=np.stack(values).astype(f32, copy=False),
             policy_version=w.version,
             target_version=w.target_version,
             worker_id=self.worker_id,

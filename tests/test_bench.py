@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import bench, bench_report, cli
+from distributed_ac import bench, bench_cli, bench_report, cli
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
 from distributed_ac.learner import Learner, pick_device
@@ -123,7 +123,7 @@ def test_bad_sweep_flags_exit_2_with_one_line(capsys):
 
 def test_gpu_sweep_says_no_gpu_on_a_machine_without_one(capsys, monkeypatch):
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    assert bench.gpu_sweep(TINY, (64,), 1, 0.05) == []
+    assert bench_cli.gpu_sweep(TINY, (64,), 1, 0.05) == []
     assert "no GPU" in capsys.readouterr().err
 
 
@@ -181,3 +181,19 @@ def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
     assert "learning_rate_actor" not in learner.step(bad)  # skipped: nothing moves
     for got, var in zip(learner.weights().actor, path_variables(learner.nets.actor_path)):
         np.testing.assert_array_equal(got, var.numpy())
+
+
+def test_warm_up_runs_the_step_without_changing_any_state():
+    cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    state = lambda: [v.numpy().copy() for v in learner.nets.actor.trainable_variables  # noqa: E731
+                     + learner.nets.critic.trainable_variables + learner.nets.v_target.weights
+                     + learner.actor_opt.variables + learner.critic_opt.variables]
+    before = state()
+    learner.warm_up()
+    assert all(np.array_equal(a, b) for a, b in zip(before, state()))
+    assert (learner.updates, learner.policy_version, learner.target_version) == (0, 0, 0)
+    assert learner.skipped_updates == 0
+    learner.step(worker.collect(learner.weights()))
+    assert learner.policy_version == 1

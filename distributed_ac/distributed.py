@@ -34,8 +34,10 @@ def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None)
         ray.init(address=address, log_to_driver=True, configure_logging=False)
         return
     ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
-             dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1",
-             configure_logging=False, log_to_driver=True)
+             dashboard_host="127.0.0.1", configure_logging=False, log_to_driver=True)
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
+        log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
 
 
 def default_num_workers(cfg: Config, local: bool) -> int:
@@ -69,7 +71,13 @@ class RayPool:
 
     def placement(self) -> list[dict]:
         """Each worker's id, pid, memory and node (blocks until every worker has started)."""
-        infos = ray.get([w.info.remote() for w in self.workers])
+        infos = []
+        for i in range(len(self.workers)):
+            try:
+                infos.append(ray.get(self.workers[i].info.remote()))
+            except ray.exceptions.RayActorError:  # died while starting: replace it once
+                self._replace(i, "died while starting")
+                infos.append(ray.get(self.workers[i].info.remote()))
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
         return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
 
@@ -141,7 +149,8 @@ class RayPool:
         log.warning("worker %d %s; starting a replacement (restart %d)", worker, why, self.restarts)
         ray.kill(self.workers[worker], no_restart=True)
         self.workers[worker] = self._cls.remote(self.cfg, worker)
-        self.submit(worker, self._published[2])
+        if self._published is not None:  # it was collecting: give it the newest weights
+            self.submit(worker, self._published[2])
 
     def reseed(self, seeds: list[int]) -> None:
         """Reseed every worker (a checkpoint boundary). Not awaited: a Ray actor runs calls

@@ -264,7 +264,9 @@ class Trainer:
 
     def _checkpoint_and_reseed(self) -> None:
         """Save, then restart every worker from the next seeds (the exact-resume rule)."""
-        self._tick()
+        # A row at the boundary first, so the clock it records is the one the checkpoint
+        # keeps: a resume trims rows past the checkpoint and wall_s then never goes back.
+        self._report(force=True)
         self.ckpt.save()
         self.pool.reseed(self.state.draw_seeds(len(self.pool)))
 

@@ -17,10 +17,12 @@ a final checkpoint.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -144,6 +146,22 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool):
     return distributed.RayPool(cfg, n)
 
 
+@contextlib.contextmanager
+def _without_matplotlib():
+    """Keras imports matplotlib (pyplot too: ~0.6 s of the ~3 s TensorFlow import) only
+    for image-gallery helpers, inside try/except ImportError; the learner never draws,
+    so matplotlib stays hidden while TensorFlow loads and importable again after."""
+    if "matplotlib" in sys.modules:
+        yield
+        return
+    sys.modules["matplotlib"] = None  # `import matplotlib...` now raises ImportError
+    try:
+        yield
+    finally:
+        if "matplotlib" in sys.modules and sys.modules["matplotlib"] is None:
+            del sys.modules["matplotlib"]
+
+
 def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool):
     """Import TensorFlow, build the Learner and warm its step up on a thread while this
     one starts Ray and the workers: on the 2-core machine the two (~4.5 s each) then
@@ -160,7 +178,8 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
 
 
 def _warm_learner(cfg: Config, space):
-    from distributed_ac.learner import Learner
+    with _without_matplotlib():
+        from distributed_ac.learner import Learner
 
     learner = Learner(cfg, space)
     learner.warm_up()

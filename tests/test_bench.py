@@ -197,3 +197,21 @@ def test_warm_up_runs_the_step_without_changing_any_state():
     assert learner.skipped_updates == 0
     learner.step(worker.collect(learner.weights()))
     assert learner.policy_version == 1
+
+
+def test_matplotlib_is_hidden_only_while_tensorflow_loads():
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys\n"
+            "from distributed_ac.train import _without_matplotlib\n"
+            "with _without_matplotlib():\n"
+            "    try:\n"
+            "        import matplotlib\n"
+            "        raise SystemExit('matplotlib was importable')\n"
+            "    except ImportError:\n"
+            "        pass\n"
+            "import matplotlib.pyplot\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

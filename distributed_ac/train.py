@@ -339,7 +339,8 @@ class Trainer:
         new_steps = c.env_steps - self._session[1]
         return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
-                "mean_return_100": stats.mean_return, "solved": self.solved(),
+                "mean_return_100": stats.mean_return,
+                "solved": self.solved() if cfg.stop_at_return is not None else None,
                 "dropped_batches": c.dropped_batches, "max_policy_lag": c.max_lag,
                 "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
                 "skipped_updates": self.learner.skipped_updates,

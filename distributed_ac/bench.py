@@ -10,7 +10,10 @@ Phases, each a rate (the median of `repeats` timed windows, every window listed)
 
 `env` and `worker` with W workers run W processes side by side (what W rollout workers
 could reach with no learner and no transport); the rest use this process as the
-learner. Nothing here imports TensorFlow or Ray until a phase needs it.
+learner. Nothing here imports TensorFlow or Ray until a phase needs it. Memory:
+`extra.process_rss_mb` is the measuring process (with W = 1 this one, which may already
+hold TensorFlow from an earlier phase); a Ray rollout worker's own resident memory,
+after a collect, is broadcast's `extra.worker_rss_mb`.
 Tables, plots and --compare live in bench_report.py.
 """
 
@@ -227,7 +230,7 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
                 else:
                     os.environ[k] = v
         return record(kind, cfg, 1, out["rates"], cfg.envs_per_worker * cfg.rollout_length,
-                      rss_mb=round(out["rss_mb"], 1))
+                      process_rss_mb=round(out["rss_mb"], 1))
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
     procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue))
@@ -242,7 +245,7 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
     return record(kind, cfg, workers, per_window, cfg.envs_per_worker * cfg.rollout_length,
-                  rss_mb=round(max(r["rss_mb"] for _, r in results), 1))
+                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1))
 
 
 def learner_batch_size(cfg: Config, workers: int) -> int:
@@ -272,6 +275,16 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
                   first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3))
 
 
+def _start_local_ray():
+    """Local Ray on loopback only, as train.make_pool starts it (the switch must be set
+    before Ray is first imported)."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    from distributed_ac import distributed
+
+    distributed.start_ray(None, False)
+    return distributed
+
+
 def _ray_cfg(cfg: Config, workers: int) -> Config:
     """Shrink worker_cpus so W workers fit the local CPUs (the sweep may ask for more)."""
     cpus = float(os.cpu_count() or 1)
@@ -281,12 +294,8 @@ def _ray_cfg(cfg: Config, workers: int) -> Config:
 
 def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
     """ray.put a new bundle, then every worker loads it; also each worker's resident MB."""
-    import ray
-
-    from distributed_ac import distributed
-
     cfg = _ray_cfg(cfg, workers)
-    distributed.start_ray(None, False)
+    distributed = _start_local_ray()
     pool = distributed.RayPool(cfg, workers)
     try:
         space = probe_space(cfg.env, cfg.vectorization)
@@ -294,10 +303,12 @@ def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) ->
 
         def broadcast():
             version[0] += 1
-            ref = pool.publish(random_weights(cfg, space, version[0]))
-            ray.get([w.load.remote(ref) for w in pool.workers])
+            pool.broadcast(random_weights(cfg, space, version[0]))
 
-        ray.get([w.collect.remote(random_weights(cfg, space)) for w in pool.workers])
+        first = pool.publish(random_weights(cfg, space))
+        for i in range(workers):  # one collect each first: workers warm, envs stepped
+            pool.submit(i, first)
+        pool.wait(workers)
         broadcast()
         rates = timed_windows(broadcast, 1, repeats, min_time)
         rss = max(i["rss_mb"] for i in pool.placement())
@@ -331,14 +342,13 @@ class Recorder:
 
 def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:
     """Real training on local Ray for `updates` updates, `repeats` separate runs."""
-    from distributed_ac import distributed
     from distributed_ac.train import train
 
     cfg = dataclasses.replace(_ray_cfg(cfg, workers), mode=mode, serial=False,
                               stop_at_return=None)
     per_update = learner_batch_size(cfg, workers)
     cfg = dataclasses.replace(cfg, total_env_steps=max(updates, 2) * per_update)
-    distributed.start_ray(None, False)
+    _start_local_ray()
     rates, summaries = [], []
     for _ in range(repeats):
         rec = Recorder()

@@ -108,6 +108,11 @@ class RayPool:
             self._published = (*key, weights if inline else ray.put(weights))
         return self._published[2]
 
+    def broadcast(self, weights: Weights) -> None:
+        """Publish a bundle and return once every worker has loaded it (dac bench)."""
+        ref = self.publish(weights)
+        ray.get([w.load.remote(ref) for w in self.workers])
+
     def submit(self, worker: int, weights_ref: ray.ObjectRef | Weights) -> None:
         self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
 

@@ -40,7 +40,7 @@ def test_units_name_samples_for_the_learner_and_broadcasts_for_broadcast():
 def test_env_and_worker_phases_measure_a_positive_rate_in_process(kind):
     rec = bench.local_phase(kind, TINY, 1, repeats=2, min_time=0.05)
     assert rec["phase"] == kind and rec["repeats"] == 2 and rec["value"] > 0
-    assert rec["batch_size"] == 8 and rec["extra"]["rss_mb"] > 0
+    assert rec["batch_size"] == 8 and rec["extra"]["process_rss_mb"] > 0
 
 
 def test_env_phase_with_two_workers_sums_two_processes():
@@ -215,3 +215,15 @@ def test_matplotlib_is_hidden_only_while_tensorflow_loads():
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
+    from distributed_ac import policy as policy_mod
+
+    worker = RolloutWorker(TINY, limit_cpus=False)
+    pol = policy_mod.Policy(worker.space, "tanh")
+    pol.load(bench.random_weights(TINY, worker.space))
+    obs = np.random.default_rng(0).standard_normal((3 * policy_mod.VALUE_BLOCK + 7, 4)).astype(np.float32)
+    whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
+    np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)
+    assert pol.value(obs).shape == (len(obs),)

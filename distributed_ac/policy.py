@@ -18,6 +18,7 @@ from distributed_ac.envs import EnvSpace
 
 log = logging.getLogger(__name__)
 
+VALUE_BLOCK = 1024  # rows per block of Policy.value
 LOG_2 = np.float32(np.log(2.0))
 HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
 
@@ -91,8 +92,16 @@ class Policy:
             self._target_layers = [np.asarray(p, np.float32) for p in weights.v_target]
 
     def value(self, obs: np.ndarray) -> np.ndarray:
-        """V_target(obs) for obs [B, obs_dim] -> [B]."""
-        return mlp_forward(self._target_layers, obs, self.act_fn)[:, 0]
+        """V_target(obs) for obs [B, obs_dim] -> [B], in blocks of VALUE_BLOCK rows.
+
+        A block's hidden activations stay in cache; one pass over a whole 1024-env x
+        16-step batch (17k rows) ran at about half the speed.
+        """
+        if len(obs) <= VALUE_BLOCK:
+            return mlp_forward(self._target_layers, obs, self.act_fn)[:, 0]
+        return np.concatenate([mlp_forward(self._target_layers, obs[i:i + VALUE_BLOCK],
+                                           self.act_fn)[:, 0]
+                               for i in range(0, len(obs), VALUE_BLOCK)])
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Actor output: logits [B, K] (Discrete) or Gaussian mean of u [B, A] (Box)."""

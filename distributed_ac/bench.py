@@ -276,11 +276,10 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
 
 
 def _start_local_ray():
-    """Local Ray on loopback only, as train.make_pool starts it (the switch must be set
-    before Ray is first imported)."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    from distributed_ac import distributed
+    """Local Ray on loopback only, as train.make_pool starts it."""
+    from distributed_ac.train import import_ray
 
+    distributed = import_ray(None)
     distributed.start_ray(None, False)
     return distributed
 

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 VALUE_BLOCK = 1024  # rows per block of Policy.value
 LOG_2 = np.float32(np.log(2.0))
 HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
+TINY = np.float32(1e-12)  # keeps the Gumbel draw's log finite when the uniform is 0
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -56,11 +57,6 @@ def mlp_forward(params: list[np.ndarray], x: np.ndarray, act) -> np.ndarray:
         if i < n_layers - 1:
             x = act(x)
     return x
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
@@ -120,13 +116,15 @@ class Policy:
         return self._act_box(out, rng, deterministic)
 
     def _act_discrete(self, logits, rng, deterministic):
-        logp_all = log_softmax(logits)
         if deterministic:
             a = logits.argmax(axis=-1)
         else:  # Gumbel-max: one uniform draw per logit, no per-row loop
             u = rng.random(logits.shape, dtype=np.float32)
-            a = (logits - np.log(-np.log(np.clip(u, 1e-12, 1.0)))).argmax(axis=-1)
-        logp = np.take_along_axis(logp_all, a[:, None], axis=-1)[:, 0]
+            a = (logits - np.log(-np.log(np.maximum(u, TINY)))).argmax(axis=-1)
+        # log softmax of the chosen logit only; this runs once per env step, where
+        # np.clip and np.take_along_axis each cost more than the arithmetic (~5-9 us).
+        z = logits - logits.max(axis=-1, keepdims=True)
+        logp = z[np.arange(len(z)), a] - np.log(np.exp(z).sum(axis=-1))
         return a.astype(np.int32), a + self.space.action_start, logp.astype(np.float32)
 
     def _act_box(self, mean, rng, deterministic):

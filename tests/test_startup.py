@@ -1,0 +1,43 @@
+"""Start-up order: Ray is imported before TensorFlow's import starts on the learner thread.
+
+Both imports are mostly Python that holds the GIL; run side by side, Ray's took 2.2 s
+instead of 0.6 s and delayed every Ray server (benchmarks/RESULTS.md, Profiles). A fresh
+interpreter, so that no earlier test has imported either.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from distributed_ac import train
+    from distributed_ac.config import Config
+
+    seen = {}
+
+    def fake_warm_learner(cfg, space):
+        seen["ray"] = "ray" in sys.modules
+        seen["tensorflow"] = "tensorflow" in sys.modules
+        return "learner"
+
+    class FakePool:
+        def close(self):
+            pass
+
+    train._warm_learner = fake_warm_learner
+    train.make_pool = lambda cfg, address, dashboard: FakePool()
+    for serial in (True, False):  # serial first: it must not import Ray at all
+        pool, learner = train.start_pool_and_learner(Config(serial=serial), None, None, False)
+        print(serial, seen["ray"], seen["tensorflow"])
+""")
+
+
+def test_ray_is_imported_before_the_learner_thread_starts():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    serial, ray_mode = out.stdout.splitlines()
+    assert serial == "True False False"  # serial mode never imports Ray
+    # Ray mode: Ray already imported, TensorFlow not yet, when the thread begins.
+    assert ray_mode == "False True False"

@@ -46,7 +46,7 @@ class Timeline(Recorder):
 
 
 def main(argv: list[str]) -> int:
-    from distributed_ac.cli import parse_train_args
+    from distributed_ac.cli import parse_train_args, shutdown_ray
     from distributed_ac.config import to_dict
 
     if not any(a == "--stop-at-return" or a.startswith("--stop-at-return=") for a in argv):
@@ -60,6 +60,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="dac-solve-") as tmp:
         summary = train(cfg, address=args.address, progress=timeline,
                         run_dir=args.run_dir or os.path.join(tmp, "run"))
+    shutdown_ray()  # no Ray log line may follow the JSON line on stdout
     ups, notes = timeline.updates, timeline.notes
     learner_note = next((t for t, m in notes if m.startswith("learner on")), None)
     worker_notes = [t for t, m in notes if m.startswith("worker ")]

@@ -118,6 +118,9 @@ def cmd_train(argv: list[str]) -> int:
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
                     run_dir=args.resume or args.run_dir, resume=args.resume is not None,
                     overwrite=args.overwrite)
+    # Ray first: its driver-side log forwarding may still print a worker's last words
+    # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
+    shutdown_ray()
     print(json.dumps(summary), flush=True)
     if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
         return 128 + signal.Signals[summary["stopped_by"]].value
@@ -216,10 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dac: run stopped: {e}", file=sys.stderr)
         return 1
     finally:
-        _shutdown_ray()
+        shutdown_ray()
 
 
-def _shutdown_ray() -> None:
+def shutdown_ray() -> None:
+    """Stop the embedded Ray (or leave the cluster), if this process started Ray at all."""
     if "ray" in sys.modules:
         from distributed_ac import distributed
 

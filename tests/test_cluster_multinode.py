@@ -53,14 +53,18 @@ def run(cmd, timeout=600):
 
 def test_training_on_two_nodes_spreads_workers_and_learns(cluster):
     c, _ = cluster
+    # Sync mode: every update takes one batch from each worker, so what is learned does
+    # not hang on which node answers first. Async with two 1-CPU nodes ran at lag 2 and
+    # read 48-80 at 100k steps from one run to the next; sync reads ~195 (serial: 194.9).
     out = run([sys.executable, "-m", "distributed_ac.cli", "train", "--address", c.address,
-               "--num-workers", "2", "--total-env-steps", "100000", "--seed", "0"])
+               "--mode", "sync", "--num-workers", "2", "--total-env-steps", "100000",
+               "--seed", "0"])
     assert out.returncode == 0, out.stderr[-3000:]
     nodes = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     assert len(nodes) == 2, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["env_steps"] >= 100000
-    assert summary["mean_return_100"] >= 60, summary  # a random policy averages about 22
+    assert summary["mean_return_100"] >= 120, summary  # a random policy averages about 22
 
 
 def test_ray_job_submit_runs_a_short_training_to_completion(cluster):

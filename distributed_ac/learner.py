@@ -170,7 +170,7 @@ class Learner:
         def apply():
             self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
             self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
-            if sync:  # V_target <- V after this update, as Learner.sync_target would
+            if sync:  # V_target <- V after this update (the variant step() picks when due)
                 sync_target(nets, c.target_tau)
             return tf.constant(True)
 
@@ -207,13 +207,18 @@ class Learner:
         return tf.clip_by_global_norm(grads, clip)
 
     # ---- plain Python around it -------------------------------------------------
-    def step(self, batch: Batch) -> dict[str, float]:
-        """One update from a Batch; returns its metrics as floats."""
+    def _run_step(self, batch: Batch):
+        """The compiled step on a batch: (metrics as floats, actor tensors, V_target
+        tensors, whether this variant also synced V_target)."""
         sync = (self.updates + 1) % self.cfg.target_sync_every == 0
         with tf.device(self.device):
             out, actor, target = self._step_fn(sync)(batch.obs, batch.actions,
                                                      pack_per_step(batch), batch.values)
-        metrics = dict(zip(self._metric_names, out.numpy().tolist()))
+        return dict(zip(self._metric_names, out.numpy().tolist())), actor, target, sync
+
+    def step(self, batch: Batch) -> dict[str, float]:
+        """One update from a Batch; returns its metrics as floats."""
+        metrics, actor, target, sync = self._run_step(batch)
         if not metrics["applied"]:  # a skipped update reports no learning rate
             del metrics["learning_rate_actor"], metrics["learning_rate_critic"]
             self.skipped_updates += 1
@@ -241,24 +246,19 @@ class Learner:
         T, d, f32 = self.cfg.rollout_length, self.space.obs_dim, np.float32
         actions = (np.zeros((T, 1), np.int32) if self.space.discrete
                    else np.zeros((T, 1, self.space.num_actions), f32))
-        zeros, nan = np.zeros((T, 1), f32), np.full((T, 1), np.nan, f32)
-        sync = (self.updates + 1) % self.cfg.target_sync_every == 0
-        with tf.device(self.device):
-            per_step = np.stack([nan, zeros, zeros, np.ones((T, 1), f32), zeros])
-            out, _, _ = self._step_fn(sync)(np.zeros((T, 1, d), f32), actions, per_step,
-                                            np.zeros((T + 1, 1), f32))
-        if dict(zip(self._metric_names, out.numpy().tolist()))["applied"]:
+        zeros = np.zeros((T, 1), f32)
+        batch = Batch(obs=np.zeros((T, 1, d), f32), actions=actions,
+                      rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
+                      mask=np.ones((T, 1), f32), behaviour_logp=zeros,
+                      values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,
+                      target_version=self.target_version)
+        if self._run_step(batch)[0]["applied"]:
             raise RuntimeError("warm-up batch was applied; the non-finite skip must prevent it")
 
     def set_versions(self, updates: int, policy_version: int, target_version: int) -> None:
         """Continue from a checkpoint: `updates` also sets the V_target sync phase."""
         self.updates, self.policy_version, self.target_version = updates, policy_version, target_version
         self._target_arrays = self._actor_arrays = None  # the variables were just restored
-
-    def sync_target(self) -> None:
-        sync_target(self.nets, self.cfg.target_tau)
-        self.target_version += 1
-        self._target_arrays = None
 
     def weights(self) -> Weights:
         """The versioned bundle the workers act and bootstrap with."""

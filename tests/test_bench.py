@@ -227,3 +227,20 @@ def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
     whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
     np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)
     assert pol.value(obs).shape == (len(obs),)
+
+
+def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolved(capsys):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "updates_to_solve.py")
+    spec = importlib.util.spec_from_file_location("updates_to_solve", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # 2 updates of 2 envs x 4 steps cannot reach 475: unsolved, so no median.
+    assert mod.main(["--seeds", "0", "--budget", "16", "--variant",
+                     "tiny=--envs-per-worker 2 --rollout-length 4 --hidden-sizes 8"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 1 and lines[0]["variant"] == "tiny"
+    assert lines[0]["solved"] == 0 and lines[0]["median_env_steps"] is None
+    assert lines[0]["runs"] == [{"seed": 0, "solved": False, "updates": 2, "env_steps": 16}]

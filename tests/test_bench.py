@@ -229,14 +229,19 @@ def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
     assert pol.value(obs).shape == (len(obs),)
 
 
-def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolved(capsys):
+def _load_benchmark(name):
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "updates_to_solve.py")
-    spec = importlib.util.spec_from_file_location("updates_to_solve", path)
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolved(capsys):
+    mod = _load_benchmark("updates_to_solve")
     # 2 updates of 2 envs x 4 steps cannot reach 475: unsolved, so no median.
     assert mod.main(["--seeds", "0", "--budget", "16", "--variant",
                      "tiny=--envs-per-worker 2 --rollout-length 4 --hidden-sizes 8"]) == 0
@@ -244,3 +249,33 @@ def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolve
     assert len(lines) == 1 and lines[0]["variant"] == "tiny"
     assert lines[0]["solved"] == 0 and lines[0]["median_env_steps"] is None
     assert lines[0]["runs"] == [{"seed": 0, "solved": False, "updates": 2, "env_steps": 16}]
+
+
+def test_solve_series_interleaves_configs_and_summarises_each(monkeypatch, capsys, tmp_path):
+    series = _load_benchmark("solve_series")
+    calls = []
+
+    def fake_run(config, seed, extra):
+        calls.append((config, seed, tuple(extra)))
+        wall = {"a.yaml": 10.0, "b.yaml": 8.0}[config] + seed
+        return {"config_file": config, "seed": seed, "solved": True, "wall_s": wall,
+                "env_steps": 1000 * (seed + 1), "phases": {"first_update_s": wall - 2}}
+
+    monkeypatch.setattr(series, "run_once", fake_run)
+    out = tmp_path / "s.jsonl"
+    assert series.main(["--config", "a.yaml", "--config", "b.yaml", "--seeds", "0", "1",
+                        "--rounds", "2", "--out", str(out), "--", "--serial"]) == 0
+    assert [c[:2] for c in calls[:4]] == [("a.yaml", 0), ("b.yaml", 0), ("a.yaml", 1), ("b.yaml", 1)]
+    assert len(calls) == 8 and all(c[2] == ("--serial",) for c in calls)
+    summary = [json.loads(x) for x in capsys.readouterr().out.splitlines()][-2:]
+    assert summary[0]["config_file"] == "a.yaml" and summary[0]["median_wall_s"] == 10.5
+    assert summary[1]["min_wall_s"] == 8.0 and summary[1]["max_first_update_s"] == 7.0
+    assert len(out.read_text().splitlines()) == 10  # 8 runs + 2 summaries
+
+
+def test_solve_series_runs_solve_time_in_a_fresh_process_and_reports_unsolved():
+    series = _load_benchmark("solve_series")
+    run = series.run_once(series.os.path.join(series.HERE, "cartpole_fast.yaml"), 0,
+                          ["--serial", "--total-env-steps", "1024"])
+    assert run["benchmark"] == "solve_time" and run["solved"] is False
+    assert run["env_steps"] == 1024 and run["phases"]["first_update_s"] > 0

@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def solve(config: str, flags: list[str], seed: int, budget: int) -> dict:
+    from distributed_ac.bench import Recorder  # quiet: the JSON lines stay readable
     from distributed_ac.cli import parse_train_args
     from distributed_ac.train import train
 
@@ -36,22 +37,9 @@ def solve(config: str, flags: list[str], seed: int, budget: int) -> dict:
                              str(seed), "--total-env-steps", str(budget),
                              "--stop-at-return", "475", *flags])
     with tempfile.TemporaryDirectory(prefix="dac-updates-") as tmp:
-        s = train(args.cfg, progress=_Silent(), run_dir=os.path.join(tmp, "run"))
+        s = train(args.cfg, progress=Recorder(), run_dir=os.path.join(tmp, "run"))
     return {"seed": seed, "solved": s["solved"], "updates": s["updates"],
             "env_steps": s["env_steps"]}
-
-
-class _Silent:
-    """A progress sink: nothing on the console, so the JSON lines stay readable."""
-
-    def note(self, message: str) -> None:
-        pass
-
-    def update(self, *args, **kwargs) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _finite(x: float):

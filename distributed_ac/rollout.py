@@ -25,8 +25,9 @@ def limit_threads(cpus: float) -> None:
     """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe.
 
     Done here, in the worker, rather than through a Ray runtime_env: an actor with its own
-    runtime_env waits ~1 s for Ray's runtime-env agent to prepare its process. The variables still reach TensorFlow, which reads them when it first runs
-    (a worker imports it only for an activation NumPy lacks), and any subprocess.
+    runtime_env waits ~1 s for Ray's runtime-env agent to prepare its process. The
+    variables still reach TensorFlow, which reads them when it first runs (a worker
+    imports it only for an activation NumPy lacks), and any subprocess.
     """
     n = max(1, int(cpus))
     os.environ.update({name: str(n) for name in THREAD_VARS})

@@ -83,11 +83,12 @@ class RayPool:
         """Each worker's id, pid, memory and node (blocks until every worker has started)."""
         infos = []
         for i in range(len(self.workers)):
-            try:
-                infos.append(ray.get(self.workers[i].info.remote()))
-            except ray.exceptions.RayActorError:  # died while starting: replace it once
-                self._replace(i, "died while starting")
-                infos.append(ray.get(self.workers[i].info.remote()))
+            while True:  # a replacement can die while starting too; _replace bounds the tries
+                try:
+                    infos.append(ray.get(self.workers[i].info.remote()))
+                    break
+                except ray.exceptions.RayActorError:
+                    self._replace(i, "died while starting")
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
         return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
 

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -135,3 +136,49 @@ def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r["env_steps"] for r in rows]
     assert steps == sorted(steps) and steps[-1] == budget  # no rows from the lost stretch
+
+
+PLACEMENT_SCRIPT = textwrap.dedent("""
+    import os, sys
+    import ray
+    from distributed_ac import train
+    from distributed_ac.config import Config
+    from distributed_ac.errors import WorkerFailure
+
+    distributed = train.import_ray(None)
+    distributed.start_ray(None, False, num_cpus=2)
+    deaths = sys.argv[1]  # a file: one byte per worker process that died in info()
+
+    class DiesTwiceWhileStarting(distributed._PlacedRolloutWorker):
+        def info(self):  # the first two processes die as a SIGKILL mid start-up would
+            if os.path.getsize(deaths) < 2:
+                with open(deaths, "a") as f:
+                    f.write("x")
+                os._exit(1)
+            return super().info()
+
+    for max_restarts in (5, 1):
+        open(deaths, "w").close()
+        pool = distributed.RayPool(Config(max_worker_restarts=max_restarts), 1)
+        pool.close()
+        pool._cls = ray.remote(DiesTwiceWhileStarting).options(num_cpus=1)
+        pool.workers = [pool._cls.remote(pool.cfg, 0)]
+        try:
+            print("RESULT", len(pool.placement()), pool.restarts)
+        except WorkerFailure as e:
+            print("RESULT WorkerFailure", e)
+        pool.close()
+    distributed.shutdown()
+""")
+
+
+def test_placement_replaces_a_worker_each_time_it_dies_while_starting(tmp_path):
+    """A kill can land on a replacement before it has started too (seen in CI when a
+    second SIGKILL came 1.5 s after the first); each death costs one restart."""
+    out = subprocess.run([sys.executable, "-c", PLACEMENT_SCRIPT, str(tmp_path / "deaths")],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # Ray's own log lines share stdout with the script's.
+    ok, too_many = [ln[7:] for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert ok == "1 2"  # one worker placed after two replacements
+    assert too_many.startswith("WorkerFailure worker 0 died while starting; 1 restarts already")

@@ -23,9 +23,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tyro  # noqa: E402
 
+from distributed_ac.address import check_address  # noqa: E402
 from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
 from distributed_ac.envs import EnvError  # noqa: E402
-from distributed_ac.errors import RunStopped  # noqa: E402
+from distributed_ac.errors import ClusterError, RunStopped  # noqa: E402
 from distributed_ac.rundir import RunDirError, open_run, saved_config  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
@@ -108,6 +109,8 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
                        description="Train an actor-critic agent on Ray rollout workers.")
     if args.resume and (args.run_dir or args.overwrite):
         raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
+    if args.address:
+        check_address(args.address)  # before TensorFlow and Ray load: seconds, not minutes
     return args
 
 
@@ -212,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if command is None:
             raise UsageError(f"unknown command '{argv[0]}' (commands: {', '.join(COMMANDS)})")
         return command(argv[1:])
-    except (ConfigError, EnvError, UsageError, RunDirError) as e:
+    except (ConfigError, EnvError, UsageError, RunDirError, ClusterError) as e:
         print(f"dac: error: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:  # the run could not go on; its last checkpoint stays usable

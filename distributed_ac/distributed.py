@@ -11,9 +11,10 @@ import os
 
 import ray
 
+from distributed_ac.address import check_address
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
-from distributed_ac.errors import NonFiniteError, WorkerFailure
+from distributed_ac.errors import ClusterError, NonFiniteError, WorkerFailure
 from distributed_ac.rollout import RolloutWorker
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,29 @@ def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None)
     if ray.is_initialized():
         return
     if address:
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        join_cluster(address)
         return
-    ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
+    if os.environ.get("RAY_ADDRESS"):
+        log.warning("RAY_ADDRESS=%s is not used: without --address, dac train starts its own "
+                    "local Ray", os.environ["RAY_ADDRESS"])
+    # "local": a new Ray even when RAY_ADDRESS is set or `ray start` runs on this machine;
+    # with no address ray.init would join either, and refuse num_cpus with a traceback.
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
              dashboard_host="127.0.0.1", configure_logging=False, log_to_driver=True,
              _system_config=LOCAL_SYSTEM_CONFIG)
     node_ip = ray.util.get_node_ip_address()
     if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
         log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
+
+
+def join_cluster(address: str) -> None:
+    """ray.init(address=...), with an address no cluster answers at reported in one line."""
+    check_address(address)
+    try:
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+    except (ConnectionError, ValueError) as e:  # auto and no cluster here, or RAY_ADDRESS
+        # (which auto defers to) is a dashboard's http:// address; Ray's text spans lines
+        raise ClusterError(f"--address {address}: {' '.join(str(e).split())}") from None
 
 
 def default_num_workers(cfg: Config, local: bool) -> int:

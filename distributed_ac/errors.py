@@ -1,9 +1,13 @@
 """Errors that stop a run which started fine. Each message is one line for the user.
 
 They live in this light module (no TensorFlow, no Ray) so that the CLI, the workers and
-the learner can all name them. Bad input is reported differently: ConfigError and
-EnvError, exit code 2.
+the learner can all name them. Bad input is reported differently: ConfigError, EnvError
+and ClusterError, exit code 2.
 """
+
+
+class ClusterError(RuntimeError):
+    """The Ray cluster named by --address cannot be joined; one line, exit code 2."""
 
 
 class RunStopped(RuntimeError):

@@ -81,21 +81,27 @@ def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
     return path
 
 
+def check_new(path: str | os.PathLike, overwrite: bool = False) -> RunDir:
+    """Refuse a fresh run at `path` that new_run would refuse; writes nothing."""
+    run = RunDir(Path(path))
+    if run.path.exists() and not run.path.is_dir():
+        raise RunDirError(f"run directory {run.path} exists and is not a directory")
+    if not overwrite and any(p.exists() for p in run.entries()):
+        raise RunDirError(f"{run.path} already holds a run; continue it with --resume {run.path} "
+                          "or replace it with --overwrite")
+    return run
+
+
 def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
     """Create a run directory for a fresh run and write its config.
 
     An existing run there is refused unless `overwrite`, which removes only the run's
     own entries (never anything else a user keeps in that directory).
     """
-    run = RunDir(Path(path))
-    if run.path.exists() and not run.path.is_dir():
-        raise RunDirError(f"run directory {run.path} exists and is not a directory")
-    existing = [p for p in run.entries() if p.exists()]
-    if existing and not overwrite:
-        raise RunDirError(f"{run.path} already holds a run; continue it with --resume {run.path} "
-                          "or replace it with --overwrite")
-    for p in existing:
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    run = check_new(path, overwrite)
+    for p in run.entries():
+        if p.exists():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(cfg)
     return run
@@ -130,9 +136,15 @@ def check_same_network(saved: Config, cfg: Config, where: Path) -> None:
                           "start a new run instead")
 
 
-def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
-    """Check that `cfg` may continue the run at `path`, then record it as the run's config."""
+def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
+    """Refuse a resume that resume_run would refuse; writes nothing."""
     run = open_run(path)
     check_same_network(saved_config(run), cfg, run.path)
+    return run
+
+
+def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
+    """Check that `cfg` may continue the run at `path`, then record it as the run's config."""
+    run = check_resume(path, cfg)
     run.write_config(cfg)
     return run

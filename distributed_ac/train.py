@@ -208,12 +208,13 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     """
     start = time.monotonic()
     space = probe_space(cfg.env, cfg.vectorization)  # a bad env leaves no run directory behind
-    if resume:
-        run = rundir.resume_run(run_dir, cfg)
-    else:
-        run = rundir.new_run(run_dir or rundir.default_path(cfg.env), cfg, overwrite)
+    path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
+    # Checked before Ray starts, written only once it is up: a cluster that does not
+    # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
+    rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
     pool, learner = start_pool_and_learner(cfg, space, address, dashboard)
     try:
+        run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
         with Trainer(cfg, run, pool, space, resume, progress, learner) as trainer, \
                 StopSignals() as stop:
             for info in pool.placement():

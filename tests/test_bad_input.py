@@ -89,7 +89,23 @@ CASES = {
     "resume with another network shape": (lambda t, r: ["train", "--resume", str(r),
                                                         "--hidden-sizes", "8"], "hidden_sizes"),
     "run dir holding another run": (lambda t, r: ["train", "--run-dir", str(r)], "--overwrite"),
+    "address nothing listens at": (lambda t, r: ["train", "--address", f"127.0.0.1:{free_port()}",
+                                                 "--run-dir", str(r), "--overwrite"],
+                                   "no Ray cluster answers at 127.0.0.1:"),
+    "dashboard address for --address": (lambda t, r: ["train", "--address", "http://127.0.0.1:8265"],
+                                        "the dashboard's, for `ray job submit`"),
+    "address without a port": (lambda t, r: ["train", "--address", "headnode"],
+                               "expected HOST:PORT, ray://HOST:PORT or auto"),
 }
+
+
+def free_port() -> int:
+    """A port nothing listens on (the OS just handed it out and it was closed again)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -105,3 +121,29 @@ def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
     if case not in ("missing checkpoint", "truncated checkpoint", "corrupted checkpoint"):
         after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
         assert after == before, f"{case}: the run directory changed"
+
+
+@pytest.mark.skipif(os.path.exists("/tmp/ray/ray_current_cluster"),
+                    reason="a Ray cluster runs on this machine, so --address auto would join it")
+@pytest.mark.parametrize("ray_address, needle", [
+    (None, "Could not find any running Ray instance"),
+    ("http://127.0.0.1:8265", "It looks like you set RAY_ADDRESS to an HTTP address"),
+])
+def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact(
+        ray_address, needle, tmp_path, good_run):
+    """`auto` is resolved by ray.init itself (from RAY_ADDRESS, else a cluster started on
+    this machine), so it fails only after TensorFlow and Ray have loaded; the run
+    directory is written only after that, so nothing is lost."""
+    run = copy_run(good_run, tmp_path / "run")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", "--address", "auto",
+                          "--run-dir", str(run), "--overwrite"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("dac: error: --address auto: ") and needle in last, last
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before

@@ -76,3 +76,19 @@ def test_ray_job_submit_runs_a_short_training_to_completion(cluster):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "succeeded" in out.stdout
     assert '"env_steps": 20' in out.stdout  # the job's own summary line made it to the logs
+
+
+def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_address(
+        cluster, tmp_path):
+    """RAY_ADDRESS names a running cluster (as after `export RAY_ADDRESS=...` for Ray's
+    CLIs): local mode still starts its own Ray and says so. Joining would refuse num_cpus."""
+    c, _ = cluster
+    env = {**os.environ, "RAY_ADDRESS": c.address}
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train",
+                          "--total-env-steps", "2048", "--run-dir", str(tmp_path / "run")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"RAY_ADDRESS={c.address} is not used" in out.stderr
+    placed = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
+    cluster_nodes = {n.node_id[:8] for n in c.list_all_nodes()}
+    assert placed and not placed & cluster_nodes, (placed, cluster_nodes)

@@ -16,7 +16,6 @@ the cost of broadcasting a weights bundle to every worker, and prints the estima
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 

@@ -7,6 +7,7 @@ so the driver loop in train.py reads the same in both modes.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import ray
@@ -65,6 +66,19 @@ def join_cluster(address: str) -> None:
         raise ClusterError(f"--address {address}: {' '.join(str(e).split())}") from None
 
 
+def local_num_cpus(cfg: Config) -> int:
+    """CPUs the embedded Ray advertises: this machine's, or as many as the workers asked for.
+
+    Ray's CPU count is for scheduling, not a limit: more workers than cores, asked for
+    explicitly, share the cores instead of waiting forever for CPUs that never come."""
+    cpus = os.cpu_count() or 1
+    need = math.ceil(cfg.num_workers * cfg.worker_cpus)
+    if need > cpus:
+        log.warning("%d workers x %g CPU need %d CPUs on this %d-CPU machine: they share its "
+                    "cores", cfg.num_workers, cfg.worker_cpus, need, cpus)
+    return max(cpus, need)
+
+
 def default_num_workers(cfg: Config, local: bool) -> int:
     """As many workers as the cluster's CPUs hold; locally one CPU stays with the learner."""
     cpus = ray.cluster_resources().get("CPU", 1.0)
@@ -95,18 +109,31 @@ class RayPool:
     def __len__(self) -> int:
         return len(self.workers)
 
-    def placement(self) -> list[dict]:
-        """Each worker's id, pid, memory and node (blocks until every worker has started)."""
-        infos = []
-        for i in range(len(self.workers)):
-            while True:  # a replacement can die while starting too; _replace bounds the tries
-                try:
-                    infos.append(ray.get(self.workers[i].info.remote()))
-                    break
-                except ray.exceptions.RayActorError:
-                    self._replace(i, "died while starting")
+    def placement(self, warn_after_s: float = 30.0) -> list[dict]:
+        """Each worker's id, pid, memory and node (blocks until every worker has started).
+
+        Workers the cluster has no room for wait for it (an autoscaler may add nodes);
+        after `warn_after_s` a warning says how many wait and what they need."""
+        refs = [w.info.remote() for w in self.workers]
+        _, waiting = ray.wait(refs, num_returns=len(refs), timeout=warn_after_s)
+        if waiting:
+            free, total = (ray.available_resources().get("CPU", 0.0),
+                           ray.cluster_resources().get("CPU", 0.0))
+            log.warning("%d of %d rollout workers not started after %.0f s: each needs %g CPU and "
+                        "the cluster has %g of %g free; waiting for room (or lower "
+                        "--num-workers / --worker-cpus)", len(waiting), len(refs), warn_after_s,
+                        self.cfg.worker_cpus, free, total)
+        infos = [self._started_info(i, ref) for i, ref in enumerate(refs)]
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
         return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
+
+    def _started_info(self, worker: int, ref: ray.ObjectRef) -> dict:
+        while True:  # a replacement can die while starting too; _replace bounds the tries
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayActorError:
+                self._replace(worker, "died while starting")
+                ref = self.workers[worker].info.remote()
 
     def learner_node(self) -> str:
         """Where this driver (and so the learner) runs, and whether Ray has a GPU for it."""

@@ -147,7 +147,8 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool):
     if cfg.serial:
         return SerialPool(cfg, cfg.num_workers or 1)
     distributed = import_ray(address)
-    distributed.start_ray(address, dashboard)
+    distributed.start_ray(address, dashboard,
+                          num_cpus=None if address else distributed.local_num_cpus(cfg))
     n = cfg.num_workers or distributed.default_num_workers(cfg, local=not address)
     return distributed.RayPool(cfg, n)
 

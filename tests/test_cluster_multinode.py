@@ -92,3 +92,34 @@ def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_
     placed = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     cluster_nodes = {n.node_id[:8] for n in c.list_all_nodes()}
     assert placed and not placed & cluster_nodes, (placed, cluster_nodes)
+
+
+PENDING_SCRIPT = """
+import logging, os, sys, threading
+import ray
+from distributed_ac import distributed
+from distributed_ac.config import Config
+
+warned = threading.Event()
+class Catch(logging.Handler):
+    def emit(self, record):
+        print(record.getMessage(), flush=True)
+        warned.set()
+logging.getLogger("distributed_ac.distributed").addHandler(Catch(logging.WARNING))
+
+distributed.start_ray(sys.argv[1], False)
+pool = distributed.RayPool(Config(envs_per_worker=2), 3)  # 3 x 1 CPU; the cluster has 2
+threading.Thread(target=pool.placement, kwargs={"warn_after_s": 3}, daemon=True).start()
+warned.wait(120)
+for w in pool.workers:
+    ray.kill(w)
+os._exit(0 if warned.is_set() else 3)
+"""
+
+
+def test_workers_the_cluster_has_no_room_for_are_waited_for_with_a_warning(cluster):
+    c, _ = cluster
+    out = run([sys.executable, "-c", PENDING_SCRIPT, c.address], timeout=180)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.search(r"1 of 3 rollout workers not started after 3 s: each needs 1 CPU and the "
+                     r"cluster has 0 of 2 free", out.stdout), out.stdout[-2000:]

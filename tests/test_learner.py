@@ -4,7 +4,6 @@ per-network clipping, the shared trunk and the no-gradient check."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from distributed_ac.config import Config
 from distributed_ac.errors import NonFiniteLossError

@@ -70,3 +70,20 @@ def test_local_ray_starts_only_the_worker_processes_the_pool_uses():
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines()[-1] == "['ray::_PlacedRolloutWorker']"
+
+
+def test_more_workers_than_cores_asked_for_share_the_cores_instead_of_waiting(tmp_path):
+    """Local Ray advertises as many CPUs as the workers asked for; with the machine's count
+    the extra workers were never scheduled and the run hung before its first update."""
+    import os
+
+    workers = (os.cpu_count() or 1) + 1
+    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", "--num-workers",
+                          str(workers), "--envs-per-worker", "4", "--total-env-steps", "2048",
+                          "--run-dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"{workers} workers x 1 CPU need {workers} CPUs" in out.stderr
+    started = {line.split(":")[0] for line in out.stderr.splitlines()
+               if line.startswith("worker ") and " resident" in line}
+    assert started == {f"worker {i}" for i in range(workers)}, out.stderr[-2000:]

@@ -15,6 +15,8 @@ import tyro
 from distributed_ac import bench_report
 from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_batch_size, learner_phase,
                                   local_phase)
+from distributed_ac.errors import UsageError
+from distributed_ac.flags import check_writable, parse_flags
 from distributed_ac.config import Config, ConfigError, load_yaml
 from distributed_ac.envs import probe_space
 
@@ -69,12 +71,18 @@ def parse_bench_args(argv: list[str]) -> BenchArgs:
     """Defaults, then the YAML file named by --config, then the flags."""
     path = _config_path(argv)
     base = load_yaml(path) if path else Config()
-    args = tyro.cli(BenchArgs, default=BenchArgs(cfg=base), args=argv, prog="dac bench",
-                    description="Measure env, worker, learner, broadcast and end-to-end throughput.")
+    args = parse_flags(BenchArgs, argv, default=BenchArgs(cfg=base), prog="dac bench",
+                       description="Measure env, worker, learner, broadcast and end-to-end throughput.")
     if min(args.workers_list()) < 1 or min(args.envs_list()) < 1:
         raise ConfigError("--sweep-workers and --sweep-envs must be >= 1")
     if args.repeats < 1 or args.min_time <= 0 or args.e2e_updates < 1:
         raise ConfigError("--repeats and --e2e-updates must be >= 1, --min-time > 0")
+    for flag, path in (("--out", args.out), ("--png", args.png)):
+        if path:  # before the sweep: its minutes are not lost to a path that fails at the end
+            check_writable(Path(path), flag)
+    for path in args.compare or ():
+        if not os.path.isfile(path):
+            raise UsageError(f"--compare {path}: no such file")
     return args
 
 
@@ -126,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         print(bench_report.compare_files(*args.compare))
         return 0
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     out = open(args.out, "a") if args.out else None
 
     def emit(line: str) -> None:

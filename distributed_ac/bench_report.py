@@ -19,9 +19,12 @@ def load_jsonl(path: str | Path) -> list[dict]:
     """Records from a JSON-lines file; lines that are not JSON objects are skipped."""
     out = []
     for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            out.append(json.loads(line))
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a log line, or a torn last line
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
     return out
 
 
@@ -132,6 +135,7 @@ def plot(records: list[dict], path: str | Path) -> Path:
         ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -8,9 +8,7 @@ stderr, never as a traceback.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 import os
 import signal
@@ -26,7 +24,8 @@ import tyro  # noqa: E402
 from distributed_ac.address import check_address  # noqa: E402
 from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
 from distributed_ac.envs import EnvError  # noqa: E402
-from distributed_ac.errors import ClusterError, RunStopped  # noqa: E402
+from distributed_ac.errors import ClusterError, RunStopped, UsageError  # noqa: E402
+from distributed_ac.flags import check_writable, parse_flags  # noqa: E402
 from distributed_ac.rundir import RunDirError, open_run, saved_config  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
@@ -38,10 +37,6 @@ commands:
   plot      draw return against env steps and wall time for one or more runs
   bench     measure env, worker, learner, broadcast and end-to-end throughput
 """
-
-
-class UsageError(Exception):
-    """Bad command-line input; one line for the user."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,32 +54,6 @@ class TrainArgs:
     """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
     overwrite: bool = False
     """Replace the run already in --run-dir instead of refusing."""
-
-
-def parse_flags(cls, argv: list[str], **kwargs):
-    """tyro.cli, with tyro's error box turned into one UsageError line; --help still prints."""
-    if "-h" in argv or "--help" in argv:
-        return tyro.cli(cls, args=argv, **kwargs)
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
-            return tyro.cli(cls, args=argv, **kwargs)
-    except SystemExit:
-        raise UsageError(_box_to_line(captured.getvalue())) from None
-
-
-def _box_to_line(text: str) -> str:
-    """tyro's message (the text between its first two rules, box or plain), on one line."""
-    body, rules = [], 0
-    for raw in text.splitlines():
-        inner = raw.strip().strip("│╭╮╰╯|").strip()
-        if inner and set(inner) <= set("─-━ "):
-            rules += 1
-            if rules == 2:
-                break
-        elif inner and not inner.startswith("╭"):
-            body.append(inner)
-    return (" ".join(body) or "invalid command-line arguments") + " (see --help)"
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -168,6 +137,7 @@ def cmd_export(argv: list[str]) -> int:
     args = parse_flags(ExportArgs, argv, prog="dac export",
                        description="Write a trained policy as a standalone TensorFlow SavedModel.")
     open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    check_writable(args.out / "saved_model.pb", "--out")
     from distributed_ac.export import export
 
     print(json.dumps(export(args.run_dir, args.out)), flush=True)
@@ -189,6 +159,7 @@ def cmd_plot(argv: list[str]) -> int:
         raise UsageError("dac plot needs at least one run directory")
     if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise UsageError(f"--out {args.out}: the image must end in .png, .svg or .pdf")
+    check_writable(args.out, "--out")
     from distributed_ac.plot import plot
 
     print(json.dumps(plot(list(args.run_dirs), args.out)), flush=True)
@@ -220,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RunStopped as e:  # the run could not go on; its last checkpoint stays usable
         print(f"dac: run stopped: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a file the OS refused mid-way (disk full, permissions changed)
+        print(f"dac: error: {e}", file=sys.stderr)
         return 1
     finally:
         shutdown_ray()

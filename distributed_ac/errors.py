@@ -1,9 +1,13 @@
 """Errors that stop a run which started fine. Each message is one line for the user.
 
 They live in this light module (no TensorFlow, no Ray) so that the CLI, the workers and
-the learner can all name them. Bad input is reported differently: ConfigError, EnvError
-and ClusterError, exit code 2.
+the learner can all name them. Bad input is reported differently: ConfigError, EnvError,
+UsageError and ClusterError, exit code 2.
 """
+
+
+class UsageError(Exception):
+    """Bad command-line input; one line, exit code 2."""
 
 
 class ClusterError(RuntimeError):

@@ -89,7 +89,19 @@ def check_new(path: str | os.PathLike, overwrite: bool = False) -> RunDir:
     if not overwrite and any(p.exists() for p in run.entries()):
         raise RunDirError(f"{run.path} already holds a run; continue it with --resume {run.path} "
                           "or replace it with --overwrite")
+    blocked = unwritable_ancestor(run.path)
+    if blocked:
+        raise RunDirError(f"cannot create run directory {run.path}: {blocked} is not writable")
     return run
+
+
+def unwritable_ancestor(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` (or `path` itself), if this user cannot
+    create entries in it; None if `path` and any missing parents can be created there."""
+    anc = path.absolute()
+    while not anc.exists():
+        anc = anc.parent
+    return None if anc.is_dir() and os.access(anc, os.W_OK | os.X_OK) else anc
 
 
 def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
@@ -102,8 +114,11 @@ def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> Ru
     for p in run.entries():
         if p.exists():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-    run.path.mkdir(parents=True, exist_ok=True)
-    run.write_config(cfg)
+    try:
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.write_config(cfg)
+    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
+        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
     return run
 
 

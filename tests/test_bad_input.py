@@ -96,7 +96,24 @@ CASES = {
                                         "the dashboard's, for `ray job submit`"),
     "address without a port": (lambda t, r: ["train", "--address", "headnode"],
                                "expected HOST:PORT, ray://HOST:PORT or auto"),
+    "run dir below a file": (lambda t, r: ["train", "--run-dir", str(a_file(t) / "run")],
+                             "is not writable"),
+    "plot image below a file": (lambda t, r: ["plot", str(r), "--out", str(a_file(t) / "c.png")],
+                                "cannot write in"),
+    "bench plot below a file": (lambda t, r: ["bench", "--phases", "env", "--png",
+                                              str(a_file(t) / "b.png")], "cannot write in"),
+    "bench phase that does not exist": (lambda t, r: ["bench", "--phases", "nope"],
+                                        "invalid choice 'nope' for argument '--phases'"),
+    "bench compare with a missing file": (lambda t, r: ["bench", "--compare", str(t / "a.jsonl"),
+                                                        str(t / "b.jsonl")], "no such file"),
 }
+
+
+def a_file(tmp_path: Path) -> Path:
+    """A plain file, which no output can be written below."""
+    f = tmp_path / "a-file"
+    f.write_text("not a directory\n")
+    return f
 
 
 def free_port() -> int:

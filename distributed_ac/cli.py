@@ -2,8 +2,8 @@
 
 Exit codes: 0 success, 2 bad input (config, env, flags, run directory, checkpoint),
 1 anything unexpected, 128 + N when `dac train` was stopped by signal N (130 for Ctrl-C,
-143 for SIGTERM) after writing its checkpoint. Bad input is reported as one line on
-stderr, never as a traceback.
+143 for SIGTERM) after writing its checkpoint, and 130 for Ctrl-C during start-up. Bad
+input is reported as one line on stderr, never as a traceback.
 """
 
 from __future__ import annotations
@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a file the OS refused mid-way (disk full, permissions changed)
         print(f"dac: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up)
+        print("dac: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
         shutdown_ray()
 

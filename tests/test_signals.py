@@ -100,3 +100,26 @@ def test_a_second_ctrl_c_aborts_at_once():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)  # the handler runs at the next bytecode; never gets here
+
+
+def test_ctrl_c_during_start_up_is_one_line_exit_130_and_leaves_no_ray_behind(tmp_path):
+    """Before the run's own handler is installed (imports, ray.init, TensorFlow), Ctrl-C
+    used to end in a KeyboardInterrupt traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed_ac.cli", "train", "--run-dir", str(tmp_path / "run"),
+         "--total-env-steps", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    deadline = time.monotonic() + 120
+    children = []
+    while time.monotonic() < deadline and proc.poll() is None:  # wait until Ray is starting
+        children = psutil.Process(proc.pid).children(recursive=True)
+        if any("gcs_server" in " ".join(c.cmdline()) for c in alive(children)):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "dac: interrupted", err[-2000:]
+    psutil.wait_procs(alive(children), timeout=20)
+    assert not alive(children), [" ".join(c.cmdline())[:80] for c in alive(children)]

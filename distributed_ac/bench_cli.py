@@ -15,10 +15,10 @@ import tyro
 from distributed_ac import bench_report
 from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_batch_size, learner_phase,
                                   local_phase)
-from distributed_ac.errors import UsageError
-from distributed_ac.flags import check_writable, parse_flags
 from distributed_ac.config import Config, ConfigError, load_yaml
 from distributed_ac.envs import probe_space
+from distributed_ac.errors import UsageError
+from distributed_ac.flags import check_writable, parse_flags
 
 Phase = Literal["env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async"]
 

@@ -21,7 +21,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tyro  # noqa: E402
 
-from distributed_ac.address import check_address  # noqa: E402
 from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
 from distributed_ac.envs import EnvError  # noqa: E402
 from distributed_ac.errors import ClusterError, RunStopped, UsageError  # noqa: E402
@@ -78,8 +77,6 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
                        description="Train an actor-critic agent on Ray rollout workers.")
     if args.resume and (args.run_dir or args.overwrite):
         raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
-    if args.address:
-        check_address(args.address)  # before TensorFlow and Ray load: seconds, not minutes
     return args
 
 

@@ -12,7 +12,6 @@ import os
 
 import ray
 
-from distributed_ac.address import check_address
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.errors import ClusterError, NonFiniteError, WorkerFailure
@@ -57,8 +56,8 @@ def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None)
 
 
 def join_cluster(address: str) -> None:
-    """ray.init(address=...), with an address no cluster answers at reported in one line."""
-    check_address(address)
+    """ray.init(address=...), with Ray's refusal reported in one line (train() has already
+    checked that something answers at a HOST:PORT)."""
     try:
         ray.init(address=address, log_to_driver=True, configure_logging=False)
     except (ConnectionError, ValueError) as e:  # auto and no cluster here, or RAY_ADDRESS

@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from distributed_ac import rundir
+from distributed_ac.address import check_address
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
@@ -213,6 +214,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
     rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
+    if address:
+        check_address(address)  # seconds, where Ray would retry a silent address for minutes
     pool, learner = start_pool_and_learner(cfg, space, address, dashboard)
     try:
         run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)

@@ -46,7 +46,8 @@ class Timeline(Recorder):
 
 
 def main(argv: list[str]) -> int:
-    from distributed_ac.cli import parse_train_args, shutdown_ray
+    from distributed_ac.cli import parse_train_args
+    from distributed_ac.startup import shutdown_ray
     from distributed_ac.config import to_dict
 
     if not any(a == "--stop-at-return" or a.startswith("--stop-at-return=") for a in argv):

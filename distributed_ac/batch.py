@@ -37,16 +37,18 @@ class Batch:
         return int(self.rewards.size)
 
     @staticmethod
-    def concat(batches: list["Batch"]) -> "Batch":
-        """Join batches from several workers along the sub-env axis N (sync mode).
+    def concat(batches: list["Batch"], same_version: bool = True) -> "Batch":
+        """Join batches from several workers along the sub-env axis N.
 
-        All must come from the same policy and V_target versions; that is what makes a
-        sync update on-policy.
+        Sync mode (`same_version`): all must come from the same policy and V_target
+        versions; that is what makes a sync update on-policy. Async mode joins batches
+        of different ages: each column keeps its own behaviour log-probs and V_target
+        values, which is all V-trace needs; the joined batch carries the oldest versions.
         """
         if len(batches) == 1:
             return batches[0]
         versions = {(b.policy_version, b.target_version) for b in batches}
-        if len(versions) != 1:
+        if same_version and len(versions) != 1:
             raise ValueError(f"cannot concat batches made by different versions: {versions}")
         arrays = {
             f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1)
@@ -55,8 +57,8 @@ class Batch:
         }
         return Batch(
             **arrays,
-            policy_version=batches[0].policy_version,
-            target_version=batches[0].target_version,
+            policy_version=min(b.policy_version for b in batches),
+            target_version=min(b.target_version for b in batches),
             worker_id=-1,
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),

@@ -8,12 +8,16 @@ A checkpoint holds the whole training state that lives in the driver:
   driver's reseed Generator state as uint64 words.
 Loading reads tensors only: no code runs.
 
-Rollout workers hold the rest (env states, sampling streams), which cannot be saved in
-general. The rule that makes a resume exact anyway: at every `checkpoint_every` boundary
-the driver saves, then draws one seed per worker from its reseed Generator and every
-worker restarts its envs and its sampling stream from that seed. A resumed run restores
-the Generator and performs the same reseed before its first rollout, so in serial sync
-mode K updates, then a resume for M more, equal K+M updates in one go, bit for bit.
+Rollout workers hold the rest (env states, sampling streams). Envs cannot be saved in
+general, and a checkpoint never restarts them: an uninterrupted run's episodes end only
+by the env. What a resume does instead:
+- serial mode: beside ckpt-K, `ckpt-K.workers.npz` (plain arrays, read with
+  allow_pickle=False) holds each worker's sampling-stream state and every action it has
+  taken (pool.SerialPool.replay_state). Fresh workers re-step those actions, which
+  rebuilds the very env states, so in serial sync mode K updates, then a resume for M
+  more, equal K+M updates in one go, bit for bit, from any checkpoint;
+- Ray workers: each restarts its envs from a seed drawn from the checkpointed reseed
+  Generator (the interrupted run's episodes under way are lost; nothing else is).
 
 Crash safety: the manager writes a new checkpoint's files under a new name first and
 only then replaces TF's `checkpoint` state file (write, then rename) to name it, so a
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -109,10 +115,11 @@ def _model_objects(nets) -> dict:
 
 
 class Checkpointer:
-    """Saves and restores a Learner plus the driver's RunState in a run's checkpoints/."""
+    """Saves and restores a Learner plus the driver's RunState in a run's checkpoints/,
+    and brings the pool's workers back on restore (serial: replay; Ray: reseed)."""
 
-    def __init__(self, run: RunDir, learner, state, keep: int):
-        self.learner, self.state = learner, state
+    def __init__(self, run: RunDir, learner, state, keep: int, pool=None):
+        self.learner, self.state, self.pool = learner, state, pool
         self.mirror = TrainState(state, state.stats.returns.maxlen)
         self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets),
                                         actor_optimizer=learner.actor_opt,
@@ -131,9 +138,39 @@ class Checkpointer:
         if updates == self.saved_at:
             return None
         self.mirror.capture(self.state, self.learner)
+        if hasattr(self.pool, "replay_state"):  # written first: a named checkpoint has it
+            _write_npz(self._workers_file(os.path.join(self.manager.directory, f"ckpt-{updates}")),
+                       self.pool.replay_state())
         path = self.manager.save(checkpoint_number=updates)
         self.saved_at = updates
+        self._remove_orphan_worker_files()
         return path
+
+    @staticmethod
+    def _workers_file(checkpoint_path: str) -> Path:
+        return Path(checkpoint_path + ".workers.npz")
+
+    def _remove_orphan_worker_files(self) -> None:
+        kept = {str(self._workers_file(p)) for p in self.manager.checkpoints}
+        for f in Path(self.manager.directory).glob("*.workers.npz"):
+            if str(f) not in kept:
+                f.unlink(missing_ok=True)
+
+    def _restore_workers(self, path: str) -> None:
+        """Serial: replay the saved workers' actions when the file fits this pool; else,
+        and with Ray workers, restart every worker's envs from the reseed Generator."""
+        if self.pool is None:
+            return
+        f = self._workers_file(path)
+        if hasattr(self.pool, "restore_replay_state") and f.exists():
+            with np.load(f, allow_pickle=False) as data:
+                saved = dict(data)
+            if len(saved) == 2 * len(self.pool):
+                self.pool.restore_replay_state(saved)
+                return
+            log.warning("%s holds %d workers, this run has %d: their envs restart from new "
+                        "seeds", f.name, len(saved) // 2, len(self.pool))
+        self.pool.reseed(self.state.draw_seeds(len(self.pool)))
 
     def restore(self) -> str:
         """Load the newest readable checkpoint into the learner and the RunState."""
@@ -146,8 +183,18 @@ class Checkpointer:
                 continue
             self.mirror.release(self.state, self.learner)
             self.saved_at = self.state.counters.updates
+            self._restore_workers(path)
             return path
         raise CheckpointError(f"no readable checkpoint in {self.manager.directory}")
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """np.savez to a temporary name, then rename: a crash leaves no torn file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
 
 
 def restore_networks(run: RunDir, nets) -> str:

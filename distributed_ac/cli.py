@@ -26,6 +26,7 @@ from distributed_ac.envs import EnvError  # noqa: E402
 from distributed_ac.errors import ClusterError, RunStopped, UsageError  # noqa: E402
 from distributed_ac.flags import check_writable, parse_flags  # noqa: E402
 from distributed_ac.rundir import RunDirError, open_run, saved_config  # noqa: E402
+from distributed_ac.startup import shutdown_ray  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
 
@@ -197,14 +198,6 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGINT
     finally:
         shutdown_ray()
-
-
-def shutdown_ray() -> None:
-    """Stop the embedded Ray (or leave the cluster), if this process started Ray at all."""
-    if "ray" in sys.modules:
-        from distributed_ac import distributed
-
-        distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ class Config:
     """Stop after the learner has consumed this many environment steps."""
     stop_at_return: Optional[float] = None
     """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
-    max_policy_lag: int = 8
-    """Async: a batch made more than this many policy versions ago is dropped (and counted)."""
+    batches_per_update: int = 0
+    """Async: worker batches gathered into one learner batch (IMPALA's learner batch); 0 = auto, ceil(workers / 4), which keeps policy lag near 4 at any worker count."""
+    max_policy_lag: int = 16
+    """Async: a batch made more than this many policy versions ago is dropped (and counted); V-trace corrects the lag below it."""
     off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
     """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
     rho_bar: float = 1.0
@@ -121,7 +123,7 @@ class Config:
     log_every_s: float = 2.0
     """Seconds between progress lines / metric rows."""
     checkpoint_every: int = 250
-    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM). Workers re-seed their envs at these boundaries, which is what makes a resume exact (README, 'Resume')."""
+    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM). Envs are never restarted for a checkpoint: episodes end only by the env."""
     keep_checkpoints: int = 3
     """How many of the newest checkpoints stay on disk."""
 
@@ -177,6 +179,7 @@ def _check_ranges(c: Config) -> None:
         (c.worker_cpus > 0, "worker_cpus must be > 0"),
         (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
         (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),
+        (c.batches_per_update >= 0, "batches_per_update must be >= 0 (0 = auto)"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),
@@ -209,6 +212,21 @@ def _check_ranges(c: Config) -> None:
             f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
             f"(rollout_length x envs_per_worker = {c.rollout_length * c.envs_per_worker})"
         )
+
+
+LAG_TARGET = 4  # the policy lag the automatic batches_per_update aims at (RESULTS.md, 'Scale')
+
+
+def batches_per_update(cfg: Config, num_workers: int) -> int:
+    """Worker batches per learner update: W in sync mode, else B (auto: ceil(W / LAG_TARGET)).
+
+    In async mode a batch is out while the others' batches make updates: W workers and B
+    batches an update make its lag about W / B, so B = W / 4 keeps lag near 4 at any W."""
+    if cfg.mode == "sync":
+        return num_workers
+    if cfg.batches_per_update:
+        return min(cfg.batches_per_update, num_workers)
+    return max(1, -(-num_workers // LAG_TARGET))
 
 
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))

@@ -1,7 +1,9 @@
-"""The only module that imports Ray: remote workers, weight broadcast, the ray.wait loop.
+"""The only module that imports Ray: start-up and shutdown, remote workers, weight
+broadcast, the ray.wait loop.
 
-`RayPool` and train.SerialPool offer the same four calls (publish, submit, wait, close),
-so the driver loop in train.py reads the same in both modes.
+`RayPool` implements pool.Pool over Ray actors, so the driver loop in train.py reads the
+same in serial and Ray modes. Ray itself is imported by `load()`, not at the top: an
+embedded local Ray must be told to bind to loopback before Ray is imported.
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ import logging
 import math
 import os
 
-import ray
-
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.errors import ClusterError, NonFiniteError, WorkerFailure
@@ -19,12 +19,40 @@ from distributed_ac.rollout import RolloutWorker
 
 log = logging.getLogger(__name__)
 
+ray = None  # the ray module, once load() has imported it
+
+
+def load(local: bool):
+    """Import Ray (once). `local`: this process will start an embedded Ray.
+
+    Embedded local Ray listens on loopback only. Ray reads this switch when it is
+    imported, and then binds every server (GCS, raylet, workers, agents) to 127.0.0.1,
+    as it does on a laptop; no other machine can join or reach it. A driver that joins
+    a cluster must not set it (the cluster's nodes have to reach it)."""
+    global ray
+    if ray is None:
+        if local:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        import ray as ray_module
+
+        ray = ray_module
+    return ray
+
+
+def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
+    """Start or join Ray, then the pool's workers (as many as the CPUs hold unless set)."""
+    load(local=not address)
+    start_ray(address, dashboard, num_cpus=None if address else local_num_cpus(cfg))
+    return RayPool(cfg, cfg.num_workers or default_num_workers(cfg, local=not address))
+
 
 class _PlacedRolloutWorker(RolloutWorker):
     """A RolloutWorker that can also say which Ray node it landed on."""
 
     def info(self) -> dict:
-        return {**super().info(), "node_id": ray.get_runtime_context().get_node_id()}
+        # load(): this runs in the worker's process, where only Ray's unpickling of this
+        # class imported the module (Ray itself is loaded there already)
+        return {**super().info(), "node_id": load(local=False).get_runtime_context().get_node_id()}
 
 
 # By default a new Ray starts one idle worker process per CPU as soon as the driver
@@ -37,6 +65,7 @@ LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
     """Join a cluster at `address`, or start an embedded local Ray bound to 127.0.0.1."""
+    load(local=not address)
     if ray.is_initialized():
         return
     if address:
@@ -169,25 +198,45 @@ class RayPool:
     def submit(self, worker: int, weights_ref: ray.ObjectRef | Weights) -> None:
         self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
 
-    def wait(self, num: int) -> list[Batch]:
+    def wait(self, num: int, resubmit: ray.ObjectRef | Weights | None = None) -> list[Batch]:
         """Block until `num` whole batches have arrived; replace workers that fail meanwhile.
+
+        A worker whose batch arrives is handed `resubmit` at once, before the others are
+        awaited. Each ray.wait takes every batch that is ready (not one per call): its
+        cost grows with the refs it scans, W of them, so one call per arrival would cost
+        O(W) per batch at the scale of a cluster.
 
         A failed collect yields nothing (a batch arrives whole or not at all), so no update
         ever sees a partial or duplicated batch; the replacement is submitted with the
-        current weights before it samples.
+        newest weights before it samples.
         """
         batches: list[Batch] = []
         while len(batches) < num:
-            (ref,), _ = ray.wait(list(self._in_flight), num_returns=1)
-            worker = self._in_flight.pop(ref)
-            try:
-                batches.append(ray.get(ref))
-                self._env_failures[worker] = 0
-            except ray.exceptions.RayActorError as e:  # process killed, node lost
-                self._replace(worker, f"died ({type(e).__name__})")
-            except ray.exceptions.RayTaskError as e:  # collect() raised inside the worker
-                self._on_worker_error(worker, e.cause if e.cause is not None else e)
+            refs = list(self._in_flight)
+            ready, _ = ray.wait(refs, num_returns=1)
+            if len(refs) > 1:  # whatever else is already here, without blocking
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in ready[:num - len(batches)]:
+                batch = self._take(ref)
+                if batch is not None:
+                    batches.append(batch)
+                    if resubmit is not None:
+                        self.submit(batch.worker_id, resubmit)
         return batches
+
+    def _take(self, ref: ray.ObjectRef) -> Batch | None:
+        """The batch behind a ready ref, or None when its worker failed (and was replaced)."""
+        worker = self._in_flight.pop(ref)
+        try:
+            batch = ray.get(ref)
+        except ray.exceptions.RayActorError as e:  # process killed, node lost
+            self._replace(worker, f"died ({type(e).__name__})")
+            return None
+        except ray.exceptions.RayTaskError as e:  # collect() raised inside the worker
+            self._on_worker_error(worker, e.cause if e.cause is not None else e)
+            return None
+        self._env_failures[worker] = 0
+        return batch
 
     def _on_worker_error(self, worker: int, cause: BaseException) -> None:
         if isinstance(cause, NonFiniteError):
@@ -224,5 +273,5 @@ class RayPool:
 
 
 def shutdown() -> None:
-    if ray.is_initialized():
+    if ray is not None and ray.is_initialized():
         ray.shutdown()

@@ -97,7 +97,8 @@ SCALARS = ("charts/episodic_return", "charts/episodic_length", "charts/SPS",
            "charts/learning_rate_actor", "charts/learning_rate_critic",
            "losses/actor", "losses/critic", "losses/entropy",
            "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
-           "diag/policy_lag", "diag/dropped_batches", "diag/worker_restarts")
+           "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
+           "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts")
 
 # Scalar name -> key of Learner.step()'s metrics.
 _LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
@@ -121,10 +122,12 @@ class Interval:
         self.returns: list[float] = []
         self.lengths: list[int] = []
 
-    def add_update(self, learner_metrics: dict[str, float], lags: list[int]) -> None:
+    def add_update(self, learner_metrics: dict[str, float]) -> None:
         for name, key in _LEARNER_KEYS.items():
-            if key in learner_metrics:  # a skipped (non-finite) update reports no learning rate
-                self.updates[name].append(learner_metrics[key])
+            self.updates[name].append(learner_metrics[key])
+
+    def add_lags(self, lags: list[int]) -> None:
+        """Policy lag of every batch received, used or dropped."""
         self.lags.extend(lags)
 
     def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
@@ -133,7 +136,10 @@ class Interval:
 
     @property
     def empty(self) -> bool:
-        return not self.updates and not self.returns
+        return not self.updates and not self.returns and not self.lags
+
+    def _lag(self, q: float) -> float | None:
+        return float(np.percentile(self.lags, q)) if self.lags else None
 
     def scalars(self, sps: float, dropped_batches: int, worker_restarts: int) -> dict:
         row = {"charts/episodic_return": _mean(self.returns),
@@ -141,6 +147,8 @@ class Interval:
                "charts/SPS": sps,
                **{name: _mean(self.updates[name]) for name in _LEARNER_KEYS},
                "diag/policy_lag": _mean(self.lags),
+               "diag/policy_lag_p50": self._lag(50), "diag/policy_lag_p95": self._lag(95),
+               "diag/policy_lag_max": self._lag(100),
                "diag/dropped_batches": dropped_batches,
                "diag/worker_restarts": worker_restarts}
         return {name: row[name] for name in SCALARS}

@@ -125,7 +125,7 @@ class Policy:
         # np.clip and np.take_along_axis each cost more than the arithmetic (~5-9 us).
         z = logits - logits.max(axis=-1, keepdims=True)
         logp = z[np.arange(len(z)), a] - np.log(np.exp(z).sum(axis=-1))
-        return a.astype(np.int32), a + self.space.action_start, logp.astype(np.float32)
+        return a.astype(np.int32), self.env_action(a), logp.astype(np.float32)
 
     def _act_box(self, mean, rng, deterministic):
         std = np.exp(self._log_std)
@@ -133,5 +133,11 @@ class Policy:
         u = (mean + std * eps).astype(np.float32)
         gauss = -0.5 * eps * eps - self._log_std - HALF_LOG_2PI
         logp = (gauss - log1m_tanh_sq(u)).sum(axis=-1) - self.log_half_range
-        env_action = self.low + (np.tanh(u) + np.float32(1.0)) * self.half_range
-        return u, env_action, logp.astype(np.float32)
+        return u, self.env_action(u), logp.astype(np.float32)
+
+    def env_action(self, stored: np.ndarray) -> np.ndarray:
+        """What the env receives for a stored action: the Discrete index shifted to the
+        space's start, or u squashed by tanh and rescaled to the Box."""
+        if self.space.discrete:
+            return stored + self.space.action_start
+        return self.low + (np.tanh(stored) + np.float32(1.0)) * self.half_range

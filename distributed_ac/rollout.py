@@ -84,17 +84,48 @@ class RolloutWorker:
         return self.policy.weights.version
 
     def reseed(self, seed: int) -> None:
-        """Restart every sub-env and the sampling stream from `seed`.
-
-        The driver calls this at each checkpoint boundary (and on resume), so the worker's
-        state there is a function of the checkpoint alone; episodes under way are dropped.
-        """
+        """Restart every sub-env and the sampling stream from `seed` (a resume in Ray
+        mode: the envs of the interrupted run are gone); episodes under way are dropped."""
         self.rng = np.random.default_rng(seed)
         obs, _ = self.envs.reset(seed=seed)
         self._obs = self._as_obs(obs)
         self._after_done[:] = False
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
+
+    def empty_actions(self) -> np.ndarray:
+        """A [0, N, ...] array of the stored-action dtype (no step taken yet)."""
+        a = self.space.num_actions
+        return (np.zeros((0, self.num_envs), np.int32) if self.space.discrete
+                else np.zeros((0, self.num_envs, a), np.float32))
+
+    def replay(self, actions: np.ndarray) -> None:
+        """Re-step the envs through stored actions [S, N, ...] (pool.SerialPool: resume)."""
+        for stored in actions:
+            self._advance(self.policy.env_action(stored))
+
+    def _advance(self, env_action):
+        """One vector step with its bookkeeping (episode sums, reset flags, next obs).
+
+        Returns (reward, terminated, truncated, real, ended): `real` is False on the
+        NEXT_STEP reset steps, `ended` is (returns, lengths) of episodes that just ended."""
+        try:
+            next_obs, r, te, tr, _ = self.envs.step(env_action)
+        except Exception as e:  # any env bug: report where, let the driver rebuild us
+            raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
+                               f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
+        real = ~self._after_done
+        self._ep_return += np.where(real, r, 0.0)
+        self._ep_length += real
+        done = np.logical_or(te, tr) & real
+        ended = None
+        if done.any():
+            ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
+            self._ep_return[done] = 0.0
+            self._ep_length[done] = 0
+        self._after_done = np.logical_or(te, tr)
+        self._obs = self._as_obs(next_obs)
+        return r, te, tr, real, ended
 
     def collect(self, weights: Weights | None = None) -> Batch:
         """Step every sub-env `rollout_length` times with the newest weights."""
@@ -106,30 +137,18 @@ class RolloutWorker:
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
         returns, lengths = [], []
         for _ in range(T):
-            stored, env_action, lp = self.policy.act(self._obs, self.rng)
-            try:
-                next_obs, r, te, tr, _ = self.envs.step(env_action)
-            except Exception as e:  # any env bug: report where, let the driver rebuild us
-                raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
-                                   f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
-            real = ~self._after_done
             obs.append(self._obs)
+            stored, env_action, lp = self.policy.act(self._obs, self.rng)
+            r, te, tr, real, ended = self._advance(env_action)
             actions.append(stored)
             logp.append(lp)
             rew.append(r)
             term.append(te)
             trunc.append(tr)
             mask.append(real)
-            self._ep_return += np.where(real, r, 0.0)
-            self._ep_length += real
-            done = np.logical_or(te, tr) & real
-            if done.any():
-                returns.append(self._ep_return[done].copy())
-                lengths.append(self._ep_length[done].copy())
-                self._ep_return[done] = 0.0
-                self._ep_length[done] = 0
-            self._after_done = np.logical_or(te, tr)
-            self._obs = self._as_obs(next_obs)
+            if ended is not None:
+                returns.append(ended[0])
+                lengths.append(ended[1])
         obs_arr = np.stack(obs)
         values = self.policy.value(
             np.concatenate([obs_arr.reshape(T * N, -1), self._obs])).reshape(T + 1, N)

@@ -1,28 +1,27 @@
-"""The driver loop, top to bottom. Serial and Ray modes run the same loop over a pool.
+"""The driver loop, top to bottom. Serial and Ray modes run the same loop over a Pool.
 
-    publish weights -> workers collect -> wait (all: sync / first: async) -> drop stale
-    batches -> learner.step -> publish new weights -> resubmit
+    publish weights -> workers collect -> wait for B batches -> drop stale ones ->
+    learner.step on their concatenation -> publish new weights -> (sync) resubmit all
 
-In async mode a worker is handed the newest published weights the moment its batch
-arrives, before the learner trains on that batch, so sampling and learning overlap;
-the resulting policy lag is measured per batch and corrected in the learner.
+Sync mode (A2C) waits for a batch from every worker (B = W) made by the same weights.
+Async mode (IMPALA-like) gathers the first B batches that arrive into one learner batch,
+and each worker is handed the newest published weights the moment its batch arrives, so
+sampling and learning overlap; W workers and B batches an update give a policy lag of
+about W / B, measured per batch and corrected in the learner (V-trace).
 
 Around the loop, in plain Python (never inside the tf.function): a metrics row every
-`log_every_s`, a checkpoint every `checkpoint_every` updates, after which every worker
-is reseeded from the driver's reseed Generator (checkpoint.py says why that makes a
-resume exact), and SIGINT / SIGTERM, which end the loop after the current update with
-a final checkpoint.
+`log_every_s`, a checkpoint every `checkpoint_every` updates (envs go on: an episode
+ends only by the env), and SIGINT / SIGTERM, which end the loop after the current
+update with a final checkpoint. Start-up lives in startup.py, checkpoints in
+checkpoint.py.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import dataclasses
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 
@@ -30,58 +29,24 @@ import numpy as np
 
 from distributed_ac import rundir
 from distributed_ac.address import check_address
-from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config
+from distributed_ac.batch import Batch
+from distributed_ac.config import Config, batches_per_update
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.pool import Pool
+from distributed_ac.startup import start_pool_and_learner
 
 log = logging.getLogger(__name__)
-
-
-class SerialPool:
-    """The RayPool interface over in-process RolloutWorkers (no Ray, deterministic)."""
-
-    def __init__(self, cfg: Config, num_workers: int):
-        self.workers = [RolloutWorker(cfg, i, limit_cpus=False) for i in range(num_workers)]
-        self._queue: list[tuple[int, Weights]] = []
-        self.restarts = 0  # in-process workers are never replaced
-
-    def __len__(self) -> int:
-        return len(self.workers)
-
-    def placement(self) -> list[dict]:
-        return [{**w.info(), "node_ip": "in-process", "node": "local"} for w in self.workers]
-
-    def learner_node(self) -> str:
-        return "this process"
-
-    def publish(self, weights: Weights) -> Weights:
-        return weights
-
-    def submit(self, worker: int, weights: Weights) -> None:
-        self._queue.append((worker, weights))
-
-    def wait(self, num: int) -> list[Batch]:
-        taken, self._queue = self._queue[:num], self._queue[num:]
-        return [self.workers[i].collect(w) for i, w in taken]
-
-    def reseed(self, seeds: list[int]) -> None:
-        for w, seed in zip(self.workers, seeds):
-            w.reseed(seed)
-
-    def close(self) -> None:
-        for w in self.workers:
-            w.close()
 
 
 @dataclasses.dataclass
 class Counters:
     """What the driver counts. All of it is checkpointed, so a resumed run continues it."""
 
-    env_steps: int = 0
-    updates: int = 0
+    env_steps: int = 0  # env steps the learner trained on (applied updates only)
+    updates: int = 0  # applied updates (one skipped for a non-finite loss is not one)
+    batches: int = 0  # worker batches received, used or not
     dropped_batches: int = 0
     nonfinite_batches: int = 0
     max_lag: int = 0
@@ -95,7 +60,7 @@ class RunState:
 
     counters: Counters
     stats: EpisodeStats
-    reseed_rng: np.random.Generator  # draws the worker seeds at each checkpoint boundary
+    reseed_rng: np.random.Generator  # draws the worker seeds when a Ray run resumes
 
     @staticmethod
     def fresh(cfg: Config) -> "RunState":
@@ -130,74 +95,6 @@ class StopSignals:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-def import_ray(address: str | None):
-    """The distributed module, which imports Ray (only when Ray is used)."""
-    if not address:
-        # Embedded local Ray listens on loopback only. Ray reads this switch when it is
-        # imported, and then binds every server (GCS, raylet, workers, agents) to
-        # 127.0.0.1, as it does on a laptop; no other machine can join or reach it.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    from distributed_ac import distributed
-
-    return distributed
-
-
-def make_pool(cfg: Config, address: str | None, dashboard: bool):
-    if cfg.serial:
-        return SerialPool(cfg, cfg.num_workers or 1)
-    distributed = import_ray(address)
-    distributed.start_ray(address, dashboard,
-                          num_cpus=None if address else distributed.local_num_cpus(cfg))
-    n = cfg.num_workers or distributed.default_num_workers(cfg, local=not address)
-    return distributed.RayPool(cfg, n)
-
-
-@contextlib.contextmanager
-def _without_matplotlib():
-    """Keras imports matplotlib (pyplot too: ~0.6 s of the ~3 s TensorFlow import) only
-    for image-gallery helpers, inside try/except ImportError; the learner never draws,
-    so matplotlib stays hidden while TensorFlow loads and importable again after."""
-    if "matplotlib" in sys.modules:
-        yield
-        return
-    sys.modules["matplotlib"] = None  # `import matplotlib...` now raises ImportError
-    try:
-        yield
-    finally:
-        if "matplotlib" in sys.modules and sys.modules["matplotlib"] is None:
-            del sys.modules["matplotlib"]
-
-
-def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool):
-    """Import TensorFlow, build the Learner and warm its step up on a thread while this
-    one starts Ray and the workers: on the 2-core machine the two (~4.5 s each) then
-    overlap instead of adding up. Ray stays on the main thread: the servers it starts
-    die with the thread that started them (PR_SET_PDEATHSIG), and signals need it too.
-
-    Ray is imported before the thread starts: both imports are mostly Python holding the
-    GIL, and alongside TensorFlow's Ray's took 2.2 s instead of 0.6 s and held back
-    everything Ray starts (learner and worker ready at 8.2-9.3 s instead of 7.2-8.0 s)."""
-    if not cfg.serial:
-        import_ray(address)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
-        building = ex.submit(_warm_learner, cfg, space)
-        pool = make_pool(cfg, address, dashboard)
-        try:
-            return pool, building.result()
-        except BaseException:
-            pool.close()
-            raise
-
-
-def _warm_learner(cfg: Config, space):
-    with _without_matplotlib():
-        from distributed_ac.learner import Learner
-
-    learner = Learner(cfg, space)
-    learner.warm_up()
-    return learner
 
 
 def train(cfg: Config, address: str | None = None, dashboard: bool = False,
@@ -239,18 +136,18 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
 class Trainer:
     """One session of a run: the loop over pool and learner, and what records it."""
 
-    def __init__(self, cfg: Config, run: rundir.RunDir, pool, space, resume: bool,
+    def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
                  progress: ConsoleProgress | None, learner=None):
         from distributed_ac.checkpoint import Checkpointer
         from distributed_ac.learner import Learner
 
         self.cfg, self.run, self.pool = cfg, run, pool
         self.learner = Learner(cfg, space) if learner is None else learner
+        self.num_workers = len(pool)
+        self.per_update = batches_per_update(cfg, self.num_workers)
         self.state = RunState.fresh(cfg)
-        self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints)
+        self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None
-        if resume:  # the same reseed the uninterrupted run did at this boundary
-            pool.reseed(self.state.draw_seeds(len(pool)))
         c = self.state.counters
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=c.env_steps if resume else None)
@@ -261,50 +158,68 @@ class Trainer:
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
+        gathered = "" if cfg.mode == "sync" else f", {self.per_update} worker batch(es) an update"
         self.progress.note(f"learner on {self.learner.device} at {pool.learner_node()}; "
                            f"{len(pool)} rollout worker(s), {cfg.envs_per_worker} envs each, "
-                           f"mode {cfg.mode}")
+                           f"mode {cfg.mode}{gathered}")
 
     def loop(self, stop: StopSignals) -> None:
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
-        per_update = len(pool) if cfg.mode == "sync" else 1
+        sync = cfg.mode == "sync"
         ref = pool.publish(learner.weights())
         for i in range(len(pool)):
             pool.submit(i, ref)
         while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
-            batches = pool.wait(per_update)
-            if cfg.mode == "async":  # keep the worker busy while the learner trains
-                for b in batches:
-                    pool.submit(b.worker_id, ref)
-            fresh = _drop_stale(cfg, batches, learner.policy_version, c)
-            if fresh:
-                self._update(fresh)
+            # async: a worker gets the newest weights the moment its batch arrives
+            batches = pool.wait(self.per_update, resubmit=None if sync else ref)
+            fresh = self._screen(batches)
+            if fresh and self._update(fresh):
                 if c.updates % cfg.checkpoint_every == 0:
-                    self._checkpoint_and_reseed()
+                    self._report(force=True)  # the row's clock is the one the checkpoint keeps
+                    self.ckpt.save()
                 ref = pool.publish(learner.weights())
-            if cfg.mode == "sync":
+            if sync:
                 for i in range(len(pool)):
                     pool.submit(i, ref)
             self._report()
 
-    def _update(self, fresh: list[Batch]) -> None:
+    def _screen(self, batches: list[Batch]) -> list[Batch]:
+        """Count every batch and its finished episodes; return those fit to train on.
+
+        Episodes count wherever they end, in a dropped batch too: the env played them.
+        A batch is dropped when its worker flagged a NaN/Inf (on_nonfinite = drop) or
+        when it is more than max_policy_lag policy versions old."""
+        c, version = self.state.counters, self.learner.policy_version
+        fresh, lags = [], []
+        for b in batches:
+            lag = version - b.policy_version
+            lags.append(lag)
+            c.batches += 1
+            c.max_lag = max(c.max_lag, lag)
+            self.state.stats.add(b.episode_returns, b.episode_lengths)
+            self.interval.add_episodes(b.episode_returns, b.episode_lengths)
+            if b.nonfinite:
+                log.warning("dropping a batch: %s", b.nonfinite)
+                c.dropped_batches += 1
+                c.nonfinite_batches += 1
+            elif lag > self.cfg.max_policy_lag:
+                c.dropped_batches += 1
+            else:
+                fresh.append(b)
+        self.interval.add_lags(lags)
+        return fresh
+
+    def _update(self, fresh: list[Batch]) -> bool:
+        """One learner step on the batches joined along N; False if it was skipped."""
         c = self.state.counters
-        lags = [self.learner.policy_version - b.policy_version for b in fresh]
-        batch = Batch.concat(fresh)
+        batch = Batch.concat(fresh, same_version=self.cfg.mode == "sync")
         metrics = self.learner.step(batch)
+        if not metrics["applied"]:  # non-finite loss: nothing moved, nothing is counted
+            return False
         c.updates += 1
         c.env_steps += batch.env_steps
-        self.state.stats.add(batch.episode_returns, batch.episode_lengths)
-        self.interval.add_update(metrics, lags)
-        self.interval.add_episodes(batch.episode_returns, batch.episode_lengths)
-
-    def _checkpoint_and_reseed(self) -> None:
-        """Save, then restart every worker from the next seeds (the exact-resume rule)."""
-        # A row at the boundary first, so the clock it records is the one the checkpoint
-        # keeps: a resume trims rows past the checkpoint and wall_s then never goes back.
-        self._report(force=True)
-        self.ckpt.save()
-        self.pool.reseed(self.state.draw_seeds(len(self.pool)))
+        self.interval.add_update(metrics)
+        return True
 
     def _tick(self) -> float:
         """Bring the clock and restart counters up to date; return this session's steps/s."""
@@ -358,26 +273,12 @@ class Trainer:
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 "mean_return_100": stats.mean_return,
                 "solved": self.solved() if cfg.stop_at_return is not None else None,
-                "dropped_batches": c.dropped_batches, "max_policy_lag": c.max_lag,
+                "workers": self.num_workers, "batches_per_update": self.per_update,
+                "batches": c.batches, "dropped_batches": c.dropped_batches,
+                "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
+                "max_policy_lag": c.max_lag,
                 "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
                 "skipped_updates": self.learner.skipped_updates,
                 "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
                 "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
                 "stopped_by": stop.received.name if stop.received else None}
-
-
-def _drop_stale(cfg: Config, batches: list[Batch], version: int, counters: Counters) -> list[Batch]:
-    """Keep finite batches within max_policy_lag of the learner's version; count the rest."""
-    fresh = []
-    for b in batches:
-        lag = version - b.policy_version
-        counters.max_lag = max(counters.max_lag, lag)
-        if b.nonfinite:  # on_nonfinite = drop: the worker flagged it; never train on it
-            log.warning("dropping a batch: %s", b.nonfinite)
-            counters.dropped_batches += 1
-            counters.nonfinite_batches += 1
-        elif lag > cfg.max_policy_lag:
-            counters.dropped_batches += 1
-        else:
-            fresh.append(b)
-    return fresh

@@ -158,11 +158,10 @@ def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
 PLACEMENT_SCRIPT = textwrap.dedent("""
     import os, sys
     import ray
-    from distributed_ac import train
+    from distributed_ac import distributed
     from distributed_ac.config import Config
     from distributed_ac.errors import WorkerFailure
 
-    distributed = train.import_ray(None)
     distributed.start_ray(None, False, num_cpus=2)
     deaths = sys.argv[1]  # a file: one byte per worker process that died in info()
 

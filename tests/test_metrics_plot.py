@@ -20,7 +20,8 @@ NAMES = ["charts/episodic_return", "charts/episodic_length", "charts/SPS",
          "charts/learning_rate_actor", "charts/learning_rate_critic",
          "losses/actor", "losses/critic", "losses/entropy",
          "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
-         "diag/policy_lag", "diag/dropped_batches", "diag/worker_restarts"]
+         "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95", "diag/policy_lag_max",
+         "diag/dropped_batches", "diag/worker_restarts"]
 
 
 def short_run(path, seed):
@@ -78,10 +79,14 @@ def test_an_interval_averages_updates_and_episodes_since_the_last_row(tmp_path):
     m = {"actor_loss": 1.0, "critic_loss": 2.0, "entropy": 0.5, "explained_variance": 0.1,
          "grad_norm_actor": 1.0, "grad_norm_critic": 3.0, "learning_rate_actor": 1e-3,
          "learning_rate_critic": 2e-3}
-    interval.add_update(m, lags=[0, 2])
-    interval.add_update({**m, "actor_loss": 3.0, "critic_loss": math.nan}, lags=[4])
+    interval.add_update(m)
+    interval.add_lags([0, 2])
+    interval.add_update({**m, "actor_loss": 3.0, "critic_loss": math.nan})
+    interval.add_lags([4] + [1] * 17)  # 20 lags: 0, 2, 4 and seventeen 1s
     row = interval.scalars(sps=100.0, dropped_batches=1, worker_restarts=2)
-    assert row["losses/actor"] == 2.0 and row["diag/policy_lag"] == 2.0
+    assert row["losses/actor"] == 2.0 and row["diag/policy_lag"] == 23 / 20
+    assert row["diag/policy_lag_p50"] == 1.0 and row["diag/policy_lag_max"] == 4.0
+    assert row["diag/policy_lag_p95"] == np.percentile([0, 2, 4] + [1] * 17, 95)
     assert row["charts/episodic_return"] is None  # no episode ended in this interval
     log = MetricsLog(tmp_path / "tb", tmp_path / "m.jsonl")
     written = log.write(env_steps=64, updates=2, wall_s=1.5, scalars=row)

@@ -11,7 +11,7 @@ import textwrap
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from distributed_ac import train
+    from distributed_ac import startup
     from distributed_ac.config import Config
 
     seen = {}
@@ -25,10 +25,10 @@ SCRIPT = textwrap.dedent("""
         def close(self):
             pass
 
-    train._warm_learner = fake_warm_learner
-    train.make_pool = lambda cfg, address, dashboard: FakePool()
+    startup._warm_learner = fake_warm_learner
+    startup.make_pool = lambda cfg, address, dashboard: FakePool()
     for serial in (True, False):  # serial first: it must not import Ray at all
-        pool, learner = train.start_pool_and_learner(Config(serial=serial), None, None, False)
+        pool, learner = startup.start_pool_and_learner(Config(serial=serial), None, None, False)
         print(serial, seen["ray"], seen["tensorflow"])
 """)
 
@@ -46,10 +46,9 @@ def test_ray_is_imported_before_the_learner_thread_starts():
 WORKER_COUNT_SCRIPT = textwrap.dedent("""
     import time
     import psutil
-    from distributed_ac import train
+    from distributed_ac import distributed
     from distributed_ac.config import Config
 
-    distributed = train.import_ray(None)
     distributed.start_ray(None, False, num_cpus=2)
     pool = distributed.RayPool(Config(), 1)
     pool.placement()  # the worker is up

@@ -276,10 +276,9 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
 
 
 def _start_local_ray():
-    """Local Ray on loopback only, as train.make_pool starts it."""
-    from distributed_ac.train import import_ray
+    """Local Ray on loopback only, as a local training run starts it."""
+    from distributed_ac import distributed
 
-    distributed = import_ray(None)
     distributed.start_ray(None, False)
     return distributed
 

@@ -128,11 +128,15 @@ class RayPool:
         # agent to prepare one (~1.5 s).
         self._cls = ray.remote(_PlacedRolloutWorker).options(
             num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD")
-        self.workers = [self._cls.remote(cfg, i) for i in range(num_workers)]
+        self.workers = [self._new_worker(i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}
         self._published: tuple[int, int, ray.ObjectRef] | None = None
         self.restarts = 0
         self._env_failures = [0] * num_workers  # consecutive, per worker
+
+    def _new_worker(self, worker: int):
+        """A new actor for slot `worker` (benchmarks/scale_sim.py puts synthetic ones here)."""
+        return self._cls.remote(self.cfg, worker)
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -217,16 +221,16 @@ class RayPool:
             if len(refs) > 1:  # whatever else is already here, without blocking
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready[:num - len(batches)]:
-                batch = self._take(ref)
+                worker = self._in_flight.pop(ref)
+                batch = self._take(worker, ref)
                 if batch is not None:
                     batches.append(batch)
                     if resubmit is not None:
-                        self.submit(batch.worker_id, resubmit)
+                        self.submit(worker, resubmit)
         return batches
 
-    def _take(self, ref: ray.ObjectRef) -> Batch | None:
+    def _take(self, worker: int, ref: ray.ObjectRef) -> Batch | None:
         """The batch behind a ready ref, or None when its worker failed (and was replaced)."""
-        worker = self._in_flight.pop(ref)
         try:
             batch = ray.get(ref)
         except ray.exceptions.RayActorError as e:  # process killed, node lost
@@ -255,7 +259,7 @@ class RayPool:
                                 f"(max_worker_restarts = {self.cfg.max_worker_restarts})")
         log.warning("worker %d %s; starting a replacement (restart %d)", worker, why, self.restarts)
         ray.kill(self.workers[worker], no_restart=True)
-        self.workers[worker] = self._cls.remote(self.cfg, worker)
+        self.workers[worker] = self._new_worker(worker)
         if self._published is not None:  # it was collecting: give it the newest weights
             self.submit(worker, self._published[2])
 

@@ -181,16 +181,18 @@ class RayPool:
     def publish(self, weights: Weights) -> ray.ObjectRef | Weights:
         """Make a bundle available once per version; return what submit() hands a worker.
 
-        A large bundle, or one that goes to many workers, is put in the object store once
-        and every worker reads that copy. A small one travels inside each collect call
-        instead (Ray copies arguments under 100 KB into the call itself), which skips the
-        object store's create/seal round trips: ~1 ms less per update for a 64x64 MLP
-        on the 2-core machine.
+        A large bundle is put in the object store once and every worker reads that copy.
+        A small one (up to INLINE_BYTES) travels inside each collect call instead (Ray
+        copies arguments under 100 KB into the call itself), at any worker count: a
+        worker handed an ObjectRef first asks the driver where the object is and then
+        reports itself as a borrower, two messages the driver serves per collect. With
+        256 synthetic workers and a 37 KB bundle the driver took 1.2-1.4x more batches
+        a second inline (benchmarks/scale_sim.py, RESULTS.md 'Scale').
         """
         key = (weights.version, weights.target_version)
         if self._published is None or self._published[:2] != key:
             size = sum(a.nbytes for a in (*weights.actor, *weights.v_target))
-            inline = size <= INLINE_BYTES and size * len(self.workers) <= 8 * INLINE_BYTES
+            inline = size <= INLINE_BYTES
             self._published = (*key, weights if inline else ray.put(weights))
         return self._published[2]
 
@@ -220,13 +222,24 @@ class RayPool:
             ready, _ = ray.wait(refs, num_returns=1)
             if len(refs) > 1:  # whatever else is already here, without blocking
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready[:num - len(batches)]:
-                worker = self._in_flight.pop(ref)
-                batch = self._take(worker, ref)
+            ready = ready[:num - len(batches)]
+            slots = [self._in_flight.pop(ref) for ref in ready]
+            for worker, batch in zip(slots, self._get_all(slots, ready)):
                 if batch is not None:
                     batches.append(batch)
                     if resubmit is not None:
                         self.submit(worker, resubmit)
+        return batches
+
+    def _get_all(self, slots: list[int], refs: list) -> list[Batch | None]:
+        """The ready batches in one ray.get (one call costs ~0.3 ms whatever it carries);
+        if any worker failed, each ref on its own, so a failure costs only its batch."""
+        try:
+            batches = ray.get(refs)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            return [self._take(w, ref) for w, ref in zip(slots, refs)]
+        for w in slots:
+            self._env_failures[w] = 0
         return batches
 
     def _take(self, worker: int, ref: ray.ObjectRef) -> Batch | None:

@@ -60,3 +60,10 @@ class NaNOnce(Countdown):
             self.poisoned = True
             obs = np.array([np.nan])
         return obs, r, te, tr, info
+
+
+class ThousandSteps(Countdown):
+    """Episodes of exactly 1000 steps (terminated), for checks that no episode is cut."""
+
+    def __init__(self):
+        super().__init__(length=1000)

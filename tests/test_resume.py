@@ -61,6 +61,21 @@ def test_k_updates_then_resume_for_m_equals_k_plus_m_in_one_go_bit_for_bit(runs)
     assert any(not np.array_equal(k_tensors[n], b[n]) for n in weights)
 
 
+def test_a_resume_from_a_final_checkpoint_off_the_grid_is_bit_exact_too(tmp_path):
+    """Serial workers are rebuilt by replaying their actions (pool.SerialPool), so any
+    checkpoint resumes exactly, not only those on the checkpoint_every grid."""
+    k = 3  # checkpoint_every = 2: ckpt-3 is the final checkpoint of the first session
+    once = run(tmp_path / "once", k + M)
+    first = run(tmp_path / "split", k)
+    assert first["checkpoint"].endswith("ckpt-3")
+    assert (tmp_path / "split" / "checkpoints" / "ckpt-3.workers.npz").exists()
+    resumed = run(tmp_path / "split", k + M, resume=True)
+    a, b = checkpoint_tensors(once), checkpoint_tensors(resumed)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    assert resumed["episodes"] == once["episodes"]
+
+
 def test_resume_continues_counters_schedules_and_v_target_phase(runs):
     _, once, _, resumed = runs
     t = checkpoint_tensors(resumed)

@@ -1,0 +1,157 @@
+"""The driver loop (train.Trainer) over a scripted pool and a real Learner, without Ray.
+
+The pool hands out batches made by the weights each worker was last given, in an order
+the test writes down, so lag, drops and resubmission are exact and can be asserted."""
+
+import io
+
+import numpy as np
+import pytest
+
+from distributed_ac import rundir
+from distributed_ac.batch import Batch, Weights
+from distributed_ac.config import Config, batches_per_update
+from distributed_ac.envs import probe_space
+from distributed_ac.metrics import ConsoleProgress
+from distributed_ac.train import StopSignals, Trainer
+
+T, N = 4, 2  # each worker batch: [T, N]
+
+
+class ScriptedPool:
+    """A Pool whose workers deliver in `order` (worker ids, cycled); `poison` lists the
+    deliveries (0-based) whose batch carries a non-finite flag."""
+
+    def __init__(self, workers: int, order: list[int], poison=(), episodes_per_batch=1):
+        self.n, self.order, self.poison = workers, list(order), set(poison)
+        self.episodes_per_batch = episodes_per_batch
+        self.holding: dict[int, Weights] = {}  # worker -> weights of its collect in flight
+        self.log: list[tuple] = []  # ("publish", version) / ("submit", w, v) / ("wait", num, ...)
+        self.deliveries = 0
+        self.restarts = 0
+
+    def __len__(self):
+        return self.n
+
+    def placement(self):
+        return []
+
+    def learner_node(self):
+        return "test"
+
+    def publish(self, weights):
+        self.log.append(("publish", weights.version))
+        return weights
+
+    def submit(self, worker, weights):
+        assert worker not in self.holding, f"worker {worker} got a second collect in flight"
+        self.holding[worker] = weights
+        self.log.append(("submit", worker, weights.version))
+
+    def wait(self, num, resubmit=None):
+        self.log.append(("wait", num, None if resubmit is None else resubmit.version))
+        out = []
+        while len(out) < num:
+            worker = self.order[self.deliveries % len(self.order)]
+            out.append(self._batch(worker, self.holding.pop(worker)))
+            self.deliveries += 1
+            if resubmit is not None:
+                self.submit(worker, resubmit)
+        return out
+
+    def _batch(self, worker, weights):
+        rng = np.random.default_rng(self.deliveries)
+        f32 = np.float32
+        zeros = np.zeros((T, N), f32)
+        return Batch(obs=rng.standard_normal((T, N, 4)).astype(f32),
+                     actions=rng.integers(0, 2, (T, N)).astype(np.int32),
+                     rewards=np.ones((T, N), f32), terminated=zeros, truncated=zeros,
+                     mask=np.ones((T, N), f32), behaviour_logp=np.full((T, N), -0.69, f32),
+                     values=np.zeros((T + 1, N), f32), policy_version=weights.version,
+                     target_version=weights.target_version, worker_id=worker,
+                     episode_returns=np.full(self.episodes_per_batch, float(worker)),
+                     episode_lengths=np.full(self.episodes_per_batch, 10, np.int64),
+                     nonfinite="NaN reward" if self.deliveries in self.poison else "")
+
+    def reseed(self, seeds):
+        pass
+
+    def close(self):
+        pass
+
+
+def run_loop(tmp_path, pool, **cfg_fields):
+    cfg = Config(**{"envs_per_worker": N, "rollout_length": T, "hidden_sizes": (8,),
+                    "log_every_s": 1e9, "checkpoint_every": 10**6, **cfg_fields})
+    space = probe_space(cfg.env, cfg.vectorization)
+    run = rundir.new_run(tmp_path / "run", cfg)
+    progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
+    with Trainer(cfg, run, pool, space, False, progress) as trainer:
+        trainer.loop(StopSignals())
+    return trainer
+
+
+def test_an_async_update_trains_on_b_batches_and_each_worker_is_resubmitted_on_arrival(tmp_path):
+    pool = ScriptedPool(4, order=[0, 1, 2, 3])
+    trainer = run_loop(tmp_path, pool, mode="async", batches_per_update=2,
+                       total_env_steps=6 * 2 * T * N)
+    assert trainer.state.counters.updates == 6 and trainer.per_update == 2
+    assert trainer.state.counters.env_steps == 6 * 2 * T * N and trainer.state.counters.batches == 12
+    waits = [e for e in pool.log if e[0] == "wait"]
+    assert [w[1] for w in waits] == [2] * 6
+    # every wait hands arriving workers the newest published version, at once
+    published = [e[1] for e in pool.log if e[0] == "publish"]
+    assert [w[2] for w in waits] == published[:6]
+    for i, entry in enumerate(pool.log):
+        if entry[0] == "wait":  # the next submits are the two arrivals, with that version
+            assert [e[2] for e in pool.log[i + 1:i + 3]] == [entry[2]] * 2
+
+
+def test_batches_older_than_max_policy_lag_are_dropped_and_counted_but_their_episodes_count(tmp_path):
+    # Workers 0-2 come back 3 updates after they were sent out (lag 3); worker 3 only
+    # at every 8th delivery, 7 or more versions old.
+    order = [0, 1, 2, 0, 1, 2, 0, 3]
+    pool = ScriptedPool(4, order=order)
+    trainer = run_loop(tmp_path, pool, mode="async", batches_per_update=1, max_policy_lag=4,
+                       total_env_steps=20 * T * N)
+    c = trainer.state.counters
+    assert c.dropped_batches == 2 and c.nonfinite_batches == 0  # worker 3's, twice
+    assert c.max_lag >= 7
+    assert c.batches == c.updates + c.dropped_batches  # every batch: trained on, or dropped
+    assert c.env_steps == c.updates * T * N  # dropped steps are not trained steps
+    # one episode per batch, used or dropped
+    assert trainer.state.stats.episodes == c.batches
+
+
+def test_a_nonfinite_batch_is_dropped_and_counted_as_nonfinite_not_trained_on(tmp_path):
+    pool = ScriptedPool(2, order=[0, 1], poison={1, 4})
+    trainer = run_loop(tmp_path, pool, mode="async", batches_per_update=2,
+                       total_env_steps=4 * 2 * T * N)
+    c = trainer.state.counters
+    assert c.nonfinite_batches == 2 and c.dropped_batches == 2
+    # the two updates with a poisoned batch trained on the other batch alone
+    assert c.env_steps == 4 * 2 * T * N and c.updates == 5
+
+
+def test_sync_mode_waits_for_every_worker_and_resubmits_all_with_the_new_weights(tmp_path):
+    pool = ScriptedPool(3, order=[2, 0, 1])
+    trainer = run_loop(tmp_path, pool, mode="sync", total_env_steps=4 * 3 * T * N)
+    assert trainer.per_update == 3 and trainer.state.counters.updates == 4
+    assert trainer.state.counters.max_lag == 0  # on-policy: every batch by the newest weights
+    waits = [e for e in pool.log if e[0] == "wait"]
+    assert waits == [("wait", 3, None)] * 4
+    # after each update, all three workers get the version it published
+    for v in range(1, 4):
+        assert sorted(e[1] for e in pool.log if e[0] == "submit" and e[2] == v) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("mode, workers, expected", [
+    ("sync", 8, 8), ("async", 1, 1), ("async", 4, 1), ("async", 5, 2), ("async", 24, 6),
+    ("async", 64, 16), ("async", 256, 64)])
+def test_batches_per_update_is_w_in_sync_mode_and_keeps_lag_near_4_in_async(mode, workers, expected):
+    assert batches_per_update(Config(mode=mode), workers) == expected
+
+
+def test_an_explicit_batches_per_update_is_capped_at_the_worker_count():
+    assert batches_per_update(Config(batches_per_update=3), 8) == 3
+    assert batches_per_update(Config(batches_per_update=30), 8) == 8

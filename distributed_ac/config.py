@@ -52,7 +52,7 @@ class Config:
     """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
     batches_per_update: int = 0
     """Async: worker batches gathered into one learner batch (IMPALA's learner batch); 0 = auto, ceil(workers / 4), which keeps policy lag near 4 at any worker count."""
-    max_policy_lag: int = 16
+    max_policy_lag: int = 32
     """Async: a batch made more than this many policy versions ago is dropped (and counted); V-trace corrects the lag below it."""
     off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
     """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""

@@ -59,7 +59,7 @@ class Config:
     rho_bar: float = 1.0
     """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
     c_bar: float = 1.0
-    """V-trace trace-cutting clip c-bar."""
+    """V-trace trace-cutting clip c-bar; at most rho_bar (the paper's assumption: with c_bar > rho_bar the traces weight a step more than its own TD error)."""
     max_worker_restarts: int = 20
     """Replacements of dead or failing rollout workers allowed in one run before it stops."""
     max_env_failures: int = 3
@@ -77,7 +77,7 @@ class Config:
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: str = "tanh"
-    """Hidden activation (a Keras activation name). tanh/relu/elu/gelu/sigmoid/silu/linear have a NumPy twin on the workers; others make workers import TensorFlow."""
+    """Hidden activation (a Keras activation name). tanh/relu/elu/sigmoid/silu/swish/linear have a NumPy twin on the workers; others (gelu among them: exact gelu needs erf, which NumPy lacks) make workers import TensorFlow, ~500 MB each."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
 
@@ -184,6 +184,8 @@ def _check_ranges(c: Config) -> None:
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
+        (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
+                               "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),
         (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
          "hidden_sizes must list at least one positive width"),
         (0.0 <= c.gamma <= 1.0, "gamma must be in [0, 1]"),

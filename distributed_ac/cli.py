@@ -114,6 +114,7 @@ class EvaluateArgs:
 def cmd_evaluate(argv: list[str]) -> int:
     args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
                        description="Run a trained policy on fresh seeds; print its returns.")
+    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
     from distributed_ac.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed)

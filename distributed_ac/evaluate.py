@@ -82,9 +82,9 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     """Evaluate the newest checkpoint of a run; return the summary `dac evaluate` prints."""
     if episodes < 1:
         raise RunDirError("--episodes must be >= 1")
+    cfg, space, learner, path = load_trained(run_dir)  # checks the path, then loads TF
     from distributed_ac.checkpoint import read_counters
 
-    cfg, space, learner, path = load_trained(run_dir)
     policy = Policy(space, cfg.activation)
     policy.load(learner.weights())
     base = 2**31 + cfg.seed if seed is None else seed

@@ -164,3 +164,18 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("dac: error: --address auto: ") and needle in last, last
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "no-such-run"], ["export", "no-such-run", "--out", "x"],
+    ["plot", "no-such-run"], ["train", "--resume", "no-such-run"],
+    ["train", "--config", "no-such.yaml"], ["bench", "--compare", "no-a.jsonl", "no-b.jsonl"]])
+def test_a_bad_path_is_refused_before_tensorflow_or_ray_is_imported(argv, tmp_path):
+    """`dac evaluate` imported TensorFlow (3 s, six lines of C++ logging) before it looked
+    at the run directory."""
+    script = ("import sys; from distributed_ac import cli; code = cli.main(sys.argv[1:]); "
+              "print(code, 'tensorflow' in sys.modules, 'ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("dac: error:"), out.stderr

@@ -166,6 +166,10 @@ class Learner:
                                         c.max_grad_norm_critic, "critic")
         del tape
         finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
+        # The rates this update applies: read before apply_gradients advances `iterations`
+        # (automatic control dependencies keep program order for the variable).
+        lr_actor = tf.cast(self.actor_opt.learning_rate, tf.float32)
+        lr_critic = tf.cast(self.critic_opt.learning_rate, tf.float32)
 
         def apply():
             self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
@@ -183,8 +187,7 @@ class Learner:
         metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
                    "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
                    "applied": applied,
-                   "learning_rate_actor": tf.cast(self.actor_opt.learning_rate, tf.float32),
-                   "learning_rate_critic": tf.cast(self.critic_opt.learning_rate, tf.float32)}
+                   "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])

@@ -92,8 +92,13 @@ def test_two_optimizers_follow_their_own_exponential_decay():
         metrics = learner.step(worker.collect(learner.weights()))
     k = 6
     assert int(learner.actor_opt.iterations) == int(learner.critic_opt.iterations) == k
-    np.testing.assert_allclose(metrics["learning_rate_actor"], 1e-3 * 0.5 ** (k / 4), rtol=1e-5)
-    np.testing.assert_allclose(metrics["learning_rate_critic"], 3e-3 * 0.9 ** (k / 10), rtol=1e-5)
+    # the logged rate is the one the k-th update applied: the schedule at step k - 1
+    np.testing.assert_allclose(metrics["learning_rate_actor"], 1e-3 * 0.5 ** ((k - 1) / 4), rtol=1e-5)
+    np.testing.assert_allclose(metrics["learning_rate_critic"], 3e-3 * 0.9 ** ((k - 1) / 10),
+                               rtol=1e-5)
+    # and the first update logs the initial rate
+    _, worker, fresh = setup(actor_lr=1e-3, actor_lr_decay_steps=4, actor_lr_decay_rate=0.5)
+    assert fresh.step(worker.collect(fresh.weights()))["learning_rate_actor"] == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("tiny", ["actor", "critic"])

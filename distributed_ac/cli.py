@@ -21,11 +21,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tyro  # noqa: E402
 
-from distributed_ac.config import Config, ConfigError, load_yaml  # noqa: E402
-from distributed_ac.envs import EnvError  # noqa: E402
-from distributed_ac.errors import ClusterError, RunStopped, UsageError  # noqa: E402
+from distributed_ac.config import Config, load_yaml  # noqa: E402
+from distributed_ac.errors import BadInput, RunStopped, UsageError  # noqa: E402
 from distributed_ac.flags import check_writable, parse_flags  # noqa: E402
-from distributed_ac.rundir import RunDirError, open_run, saved_config  # noqa: E402
+from distributed_ac.rundir import open_run, saved_config  # noqa: E402
 from distributed_ac.startup import shutdown_ray  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         if command is None:
             raise UsageError(f"unknown command '{argv[0]}' (commands: {', '.join(COMMANDS)})")
         return command(argv[1:])
-    except (ConfigError, EnvError, UsageError, RunDirError, ClusterError) as e:
+    except BadInput as e:  # ConfigError, EnvError, RunDirError, ClusterError, DeviceError, ...
         print(f"dac: error: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:  # the run could not go on; its last checkpoint stays usable

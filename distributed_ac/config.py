@@ -18,8 +18,10 @@ from typing import Literal, Optional
 
 import yaml
 
+from distributed_ac.errors import BadInput
 
-class ConfigError(ValueError):
+
+class ConfigError(BadInput, ValueError):
     """A configuration value or file is invalid; the message is one line for the user."""
 
 

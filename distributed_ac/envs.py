@@ -15,8 +15,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from distributed_ac.errors import BadInput
 
-class EnvError(ValueError):
+
+class EnvError(BadInput, ValueError):
     """The environment cannot be made or is not supported; the message is one line."""
 
 

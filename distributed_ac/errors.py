@@ -1,17 +1,27 @@
 """Errors that stop a run which started fine. Each message is one line for the user.
 
 They live in this light module (no TensorFlow, no Ray) so that the CLI, the workers and
-the learner can all name them. Bad input is reported differently: ConfigError, EnvError,
-UsageError and ClusterError, exit code 2.
+the learner can all name them. Bad input is reported differently: every error that
+means "the user asked for something that cannot be" derives from BadInput, which the
+CLI turns into one line and exit code 2 (ConfigError, EnvError, RunDirError and
+CheckpointError live beside the code that raises them).
 """
 
 
-class UsageError(Exception):
-    """Bad command-line input; one line, exit code 2."""
+class BadInput(Exception):
+    """The user's input cannot work; the message is one line. `dac` exits with code 2."""
 
 
-class ClusterError(RuntimeError):
-    """The Ray cluster named by --address cannot be joined; one line, exit code 2."""
+class UsageError(BadInput):
+    """Bad command-line input."""
+
+
+class ClusterError(BadInput, RuntimeError):
+    """The Ray cluster named by --address cannot be joined."""
+
+
+class DeviceError(BadInput, RuntimeError):
+    """The learner device asked for (--device gpu) is not there."""
 
 
 class RunStopped(RuntimeError):

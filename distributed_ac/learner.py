@@ -24,7 +24,7 @@ from distributed_ac import distributions, losses, returns
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
-from distributed_ac.errors import NonFiniteLossError
+from distributed_ac.errors import DeviceError, NonFiniteLossError
 from distributed_ac.networks import build_networks, path_variables, sync_target
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ def pick_device(choice: str) -> str:
     """'/GPU:0' when asked for or auto with a visible GPU, else '/CPU:0'."""
     gpus = tf.config.list_physical_devices("GPU")
     if choice == "gpu" and not gpus:
-        raise RuntimeError("device 'gpu' was requested but TensorFlow sees no GPU")
+        raise DeviceError("--device gpu: TensorFlow sees no GPU on this machine (is "
+                          "tensorflow[and-cuda] installed, `pip install -e \".[gpu]\"`?)")
     return "/GPU:0" if gpus and choice != "cpu" else "/CPU:0"
 
 

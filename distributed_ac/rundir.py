@@ -22,12 +22,13 @@ import time
 from pathlib import Path
 
 from distributed_ac.config import Config, ConfigError, dump_yaml, load_yaml
+from distributed_ac.errors import BadInput
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "hidden_sizes", "activation")
 
 
-class RunDirError(ValueError):
+class RunDirError(BadInput, ValueError):
     """A run directory is missing, not a run, or cannot be used as asked; one line."""
 
 

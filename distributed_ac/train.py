@@ -35,7 +35,7 @@ from distributed_ac.envs import probe_space
 from distributed_ac.errors import NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
 from distributed_ac.pool import Pool
-from distributed_ac.startup import start_pool_and_learner
+from distributed_ac.startup import check_device, start_pool_and_learner
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
     rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
+    check_device(cfg.device)
     if address:
         check_address(address)  # seconds, where Ray would retry a silent address for minutes
     pool, learner = start_pool_and_learner(cfg, space, address, dashboard)

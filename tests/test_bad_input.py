@@ -1,6 +1,7 @@
 """Bad input never gives a traceback and never overwrites good data: each case is one
 line on stderr naming what is wrong, and exit code 2. Table-driven, through the CLI."""
 
+import glob
 import os
 import subprocess
 import sys
@@ -179,3 +180,27 @@ def test_a_bad_path_is_refused_before_tensorflow_or_ray_is_imported(argv, tmp_pa
                          cwd=tmp_path, timeout=120)
     assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("dac: error:"), out.stderr
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has a GPU")
+def test_device_gpu_without_a_gpu_is_one_line_before_ray_or_tensorflow_start(tmp_path):
+    """It was a RuntimeError traceback from learner.pick_device, raised after Ray started."""
+    script = ("import sys; from distributed_ac import cli; code = cli.main(sys.argv[1:]); "
+              "print(code, 'tensorflow' in sys.modules, 'ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script, "train", "--device", "gpu",
+                          "--run-dir", str(tmp_path / "run")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
+    assert out.stderr.strip() == ("dac: error: --device gpu: this machine has no NVIDIA GPU "
+                                  "(no /dev/nvidia* device); use --device auto or cpu")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has a GPU")
+def test_pick_device_refuses_gpu_with_bad_input_when_tensorflow_sees_none():
+    from distributed_ac.errors import BadInput
+    from distributed_ac.learner import pick_device
+
+    assert pick_device("auto") == pick_device("cpu") == "/CPU:0"
+    with pytest.raises(BadInput, match="TensorFlow sees no GPU"):
+        pick_device("gpu")

@@ -60,6 +60,8 @@ class Config:
     """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
     rho_bar: float = 1.0
     """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
+    vtrace_pg_bootstrap: Literal["vs", "lambda"] = "vs"
+    """V-trace actor advantage: bootstrap from vs_{t+1} (the IMPALA paper), or from lambda * vs_{t+1} + (1 - lambda) * V(x_{t+1}) (rlax), which equals GAE's advantage on-policy at every lambda. vs is the default by measurement: CartPole solved in fewer steps (RESULTS.md)."""
     c_bar: float = 1.0
     """V-trace trace-cutting clip c-bar; at most rho_bar (the paper's assumption: with c_bar > rho_bar the traces weight a step more than its own TD error)."""
     max_worker_restarts: int = 20
@@ -87,7 +89,7 @@ class Config:
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
-    """GAE / V-trace lambda: 0 = one-step TD, 1 = n-step to the end of the rollout."""
+    """GAE / V-trace lambda: 0 = one-step TD, 1 = n-step to the end of the rollout (for V-trace's actor advantage see vtrace_pg_bootstrap)."""
     reward_scale: float = 0.1
     """Rewards are multiplied by this before returns are computed."""
     entropy_coef: float = 0.0

@@ -134,7 +134,8 @@ class Learner:
         c = self.cfg
         if c.mode == "async" and c.off_policy_correction == "vtrace":
             return returns.vtrace(behaviour_logp, logp, rewards, values, term, trunc, mask,
-                                  c.gamma, c.gae_lambda, c.rho_bar, c.c_bar)
+                                  c.gamma, c.gae_lambda, c.rho_bar, c.c_bar,
+                                  c.vtrace_pg_bootstrap)
         targets, adv = returns.gae(rewards, values, term, trunc, mask, c.gamma, c.gae_lambda)
         if c.mode == "async" and c.off_policy_correction == "truncated_is":
             adv = adv * returns.truncated_importance_weights(behaviour_logp, logp, c.rho_bar)

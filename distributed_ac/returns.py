@@ -110,6 +110,7 @@ def vtrace(
     lam=1.0,
     rho_bar=1.0,
     c_bar=1.0,
+    pg_bootstrap="vs",
 ):
     """V-trace targets and policy-gradient advantages (Espeholt et al. 2018, IMPALA).
 
@@ -120,6 +121,7 @@ def vtrace(
       values: ``[T + 1, N]`` V_target at obs_0 .. obs_T.
       gamma: discount. lam: the paper's lambda, folded into the traces.
       rho_bar, c_bar: truncation levels of the importance weights.
+      pg_bootstrap: "vs" (the paper) or "lambda" (rlax), see next_t below.
 
     Formula (lambda as in the paper's remark, c_t = lam * min(c_bar, ratio))::
 
@@ -129,12 +131,18 @@ def vtrace(
           + gamma * c_t * (1 - term_t) * (1 - trunc_t) * (vs_{t+1} - values[t+1]),
       vs_T = values[T]
       pg_adv_t = rho_t * (r_t + gamma * (1 - term_t) * next_t - values[t]),
-      next_t = vs_{t+1} if step t continues, else values[t+1]
+      next_t = values[t+1] if step t does not continue, else
+               vs_{t+1}                                   (pg_bootstrap = "vs", the paper)
+               lam * vs_{t+1} + (1 - lam) * values[t+1]   (pg_bootstrap = "lambda", rlax)
+
+    On-policy (equal log-probs) with rho_bar, c_bar >= 1, vs equals ``gae`` targets
+    with the same lam in both forms. The "lambda" form also makes pg_adv equal ``gae``
+    advantages at every lam (so lam = 0 is one-step TD for the actor too); the paper's
+    form equals them only at lam = 1, and otherwise is delta_t + gamma * (vs_{t+1} -
+    values[t+1]): lam shortens the critic's traces, the actor's bootstrap uses them whole.
 
     Both outputs are multiplied by mask and are constants (stop_gradient): they are
     targets, and no gradient may reach target_logp through the importance weights.
-    On-policy (equal log-probs) with rho_bar, c_bar >= 1, vs equals ``gae`` targets
-    with the same lam, and with lam = 1 pg_adv equals ``gae`` advantages.
 
     Returns:
       ``(vs, pg_advantages)``, each ``[T, N]`` float32.
@@ -156,6 +164,7 @@ def vtrace(
 
     # vs_{t+1} - values[t+1], with vs_T - values[T] = 0 beyond the rollout.
     next_correction = tf.concat([vs_minus_v[1:], tf.zeros_like(vs_minus_v[:1])], axis=0)
-    next_value = values[1:] + continues * next_correction
+    mix = lam if pg_bootstrap == "lambda" else 1.0
+    next_value = values[1:] + mix * continues * next_correction
     pg_advantages = rhos * (rewards + gamma * not_term * next_value - values[:-1]) * mask
     return tf.stop_gradient(vs), tf.stop_gradient(pg_advantages)

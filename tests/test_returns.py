@@ -27,7 +27,8 @@ def gae_reference(rewards, values, terminated, truncated, mask, gamma, lam):
 
 
 def vtrace_reference(
-    blogp, tlogp, rewards, values, terminated, truncated, mask, gamma, lam, rho_bar, c_bar
+    blogp, tlogp, rewards, values, terminated, truncated, mask, gamma, lam, rho_bar, c_bar,
+    pg_bootstrap="vs",
 ):
     T, N = rewards.shape
     vs = np.zeros((T + 1, N))
@@ -41,7 +42,11 @@ def vtrace_reference(
             cont = not_term * (1 - truncated[t, n])
             delta = rho * (rewards[t, n] + gamma * not_term * values[t + 1, n] - values[t, n])
             vs[t, n] = values[t, n] + delta + gamma * c * cont * (vs[t + 1, n] - values[t + 1, n])
-            next_value = vs[t + 1, n] if cont else values[t + 1, n]
+            # after a step that continues: vs (the paper) or lam * vs + (1 - lam) * V
+            # (rlax); V alone after a truncation (and nothing after a termination)
+            mix = lam if pg_bootstrap == "lambda" else 1.0
+            next_value = (mix * vs[t + 1, n] + (1 - mix) * values[t + 1, n] if cont
+                          else values[t + 1, n])
             pg[t, n] = rho * (rewards[t, n] + gamma * not_term * next_value - values[t, n])
     return vs[:-1] * mask, pg * mask
 
@@ -196,13 +201,15 @@ def test_values_must_have_one_more_row_than_rewards():
 # --- V-trace --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("pg_bootstrap", ["vs", "lambda"])
 @pytest.mark.parametrize("lam,rho_bar,c_bar", [(1.0, 1.0, 1.0), (0.9, 2.0, 1.0), (0.5, 0.8, 0.6)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_vtrace_matches_numpy_reference(seed, lam, rho_bar, c_bar):
+def test_vtrace_matches_numpy_reference(seed, lam, rho_bar, c_bar, pg_bootstrap):
     batch = random_rollout(seed)
     blogp, tlogp = logps(seed)
-    expected = vtrace_reference(blogp, tlogp, *batch, 0.95, lam, rho_bar, c_bar)
-    got = np_all(*vtrace(blogp, tlogp, *batch, 0.95, lam=lam, rho_bar=rho_bar, c_bar=c_bar))
+    expected = vtrace_reference(blogp, tlogp, *batch, 0.95, lam, rho_bar, c_bar, pg_bootstrap)
+    got = np_all(*vtrace(blogp, tlogp, *batch, 0.95, lam=lam, rho_bar=rho_bar, c_bar=c_bar,
+                         pg_bootstrap=pg_bootstrap))
     np.testing.assert_allclose(got[0], expected[0], atol=ATOL)
     np.testing.assert_allclose(got[1], expected[1], atol=ATOL)
 
@@ -226,12 +233,40 @@ def test_vtrace_on_policy_with_lambda_one_equals_gae_lambda_one():
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.7, 0.95])
-def test_vtrace_on_policy_equals_gae_targets_with_same_lambda(lam):
+@pytest.mark.parametrize("pg_bootstrap", ["vs", "lambda"])
+def test_vtrace_on_policy_equals_gae_targets_with_same_lambda(lam, pg_bootstrap):
     batch = random_rollout(9)
     blogp, _ = logps(9)
-    vs, _ = vtrace(blogp, blogp, *batch, 0.95, lam=lam)
+    vs, _ = vtrace(blogp, blogp, *batch, 0.95, lam=lam, pg_bootstrap=pg_bootstrap)
     targets, _ = gae(*batch, 0.95, lam)
     np.testing.assert_allclose(vs.numpy(), targets.numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.7, 0.95])
+def test_vtrace_lambda_bootstrap_on_policy_equals_gae_advantages_at_any_lambda(lam):
+    """pg_bootstrap = "lambda": sync (GAE) and async (V-trace) actors weight advantages
+    alike, and gae_lambda = 0 means one-step TD for both."""
+    batch = random_rollout(9)
+    blogp, _ = logps(9)
+    _, pg = vtrace(blogp, blogp, *batch, 0.95, lam=lam, pg_bootstrap="lambda")
+    _, advantages = gae(*batch, 0.95, lam)
+    np.testing.assert_allclose(pg.numpy(), advantages.numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.7])
+def test_vtrace_paper_bootstrap_on_policy_is_one_td_error_plus_the_whole_next_trace(lam):
+    """pg_bootstrap = "vs" (the default): delta_t + gamma * (vs_{t+1} - V_{t+1}) after a
+    continuing step, which is not GAE's advantage when lam < 1."""
+    rewards, values, term, trunc, mask = batch = random_rollout(9)
+    blogp, _ = logps(9)
+    vs, pg = (x.numpy() for x in vtrace(blogp, blogp, *batch, 0.95, lam=lam))
+    _, advantages = gae(*batch, 0.95, lam)
+    vs_next = np.concatenate([vs[1:], values[-1:]])  # vs_T = V_T past the rollout
+    cont = (1 - term) * (1 - trunc)
+    delta = rewards + 0.95 * (1 - term) * values[1:] - values[:-1]
+    expected = (delta + 0.95 * cont * (vs_next - values[1:])) * mask
+    np.testing.assert_allclose(pg, expected, atol=ATOL)
+    assert not np.allclose(pg, advantages.numpy(), atol=1e-3)
 
 
 def test_vtrace_clips_large_ratios_to_rho_bar():

@@ -136,6 +136,9 @@ def cmd_export(argv: list[str]) -> int:
                        description="Write a trained policy as a standalone TensorFlow SavedModel.")
     open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
     check_writable(args.out / "saved_model.pb", "--out")
+    from distributed_ac.quiet import load_tensorflow
+
+    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
     from distributed_ac.export import export
 
     print(json.dumps(export(args.run_dir, args.out)), flush=True)

@@ -19,12 +19,14 @@ import numpy as np
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvError, probe_space, resolve_env_id
 from distributed_ac.policy import Policy
+from distributed_ac.quiet import load_tensorflow
 from distributed_ac.rundir import RunDirError, open_run, saved_config
 
 
 def load_trained(run_dir: str | Path):
     """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, on the CPU."""
     run = open_run(run_dir)  # a bad path is reported before TensorFlow loads
+    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
     from distributed_ac.checkpoint import restore_networks
     from distributed_ac.learner import Learner
 

@@ -43,7 +43,10 @@ def activation_fn(name: str):
     """NumPy activation, or Keras' (importing TensorFlow) when NumPy has no twin."""
     if name in NUMPY_ACTIVATIONS:
         return NUMPY_ACTIVATIONS[name], False
-    import keras  # deliberate: only workers whose activation NumPy cannot express pay for it
+    from distributed_ac.quiet import load_tensorflow
+
+    load_tensorflow()  # deliberate: only workers whose activation NumPy lacks pay for it
+    import keras
 
     fn = keras.activations.get(name)
     return (lambda x: np.asarray(fn(x), dtype=np.float32)), True

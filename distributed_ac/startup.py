@@ -14,6 +14,7 @@ import sys
 from distributed_ac.config import Config
 from distributed_ac.errors import DeviceError
 from distributed_ac.pool import Pool, SerialPool
+from distributed_ac.quiet import load_tensorflow
 
 
 def check_device(choice: str) -> None:
@@ -81,6 +82,7 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
 
 def _warm_learner(cfg: Config, space):
     with _without_matplotlib():
+        load_tensorflow()  # its C++ start-up lines held back (quiet.py)
         from distributed_ac.learner import Learner
 
     learner = Learner(cfg, space)

@@ -1,0 +1,78 @@
+"""TensorFlow's C++ start-up lines kept off the console, real errors kept on it.
+
+Importing TensorFlow 2.21 (and its first device query) writes half a dozen lines to
+file descriptor 2 from C++ (oneDNN, CUDA drivers, CPU features, cuInit) that
+TF_CPP_MIN_LOG_LEVEL no longer silences. They are the first thing a user would read,
+and they bury our own output. `load_tensorflow()` points fd 2 at a temporary file while
+TensorFlow loads and queries its devices, then writes back every line that is not one
+of those known start-up lines: an unknown line, a real error, still reaches stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import sys
+import tempfile
+import threading
+
+# Each pattern is one known, harmless start-up line (matched anywhere in the line).
+KNOWN_LINES = (
+    r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"port\.cc:\d+\] oneDNN custom operations are on",
+    r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine",
+    r"cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized to use available CPU",
+    r"^To enable the following instructions: .* in other operations, rebuild TensorFlow",
+    r"Unable to register cu(DNN|FFT|BLAS) factory",
+    r"computation placer already registered",
+    r"TF-TRT Warning: Could not find TensorRT",
+)
+# Without any NVIDIA device, cuInit failing is the expected way of finding no GPU; with
+# one, it is the reason the GPU goes unused, and the user must see it.
+NO_GPU_LINES = (r"cuda_platform\.cc:\d+\] failed call to cuInit",)
+
+_lock = threading.Lock()  # fd 2 is process-wide: one redirection at a time
+
+
+def _known() -> re.Pattern:
+    patterns = KNOWN_LINES + (NO_GPU_LINES if not glob.glob("/dev/nvidia[0-9]*") else ())
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+@contextlib.contextmanager
+def quiet_startup_lines():
+    """Hold fd 2 in a temporary file; afterwards write back what is not a known line.
+
+    Output of other threads in the meantime (Ray starting on the main thread) is held
+    too and comes out afterwards, in order, unless it is one of the known lines."""
+    with _lock, tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            known = _known()
+            text = held.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines(keepends=True) if not known.search(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+def load_tensorflow():
+    """Import TensorFlow (and Keras) and list its devices, with the start-up lines held."""
+    if "tensorflow" in sys.modules and "keras" in sys.modules:
+        return sys.modules["tensorflow"]
+    with quiet_startup_lines():
+        import keras  # noqa: F401  Keras' import runs TensorFlow's
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")  # cuInit's line comes from the first query
+    return tf

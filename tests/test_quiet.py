@@ -1,0 +1,58 @@
+"""TensorFlow's C++ start-up lines stay off the console; any other line still gets out.
+Fresh interpreters: the lines are printed once per process, by the first import."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run(code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=180, env=env)
+
+
+def test_tensorflow_loads_and_lists_devices_without_a_line_on_stderr():
+    out = run("""
+        from distributed_ac.quiet import load_tensorflow
+        tf = load_tensorflow()
+        print(tf.__version__, len(tf.config.list_physical_devices("CPU")))
+    """)
+    assert out.returncode == 0 and out.stdout.split()[1] == "1", out.stderr
+    assert out.stderr == ""
+
+
+def test_without_it_tensorflow_prints_its_start_up_lines():
+    """The check above can fail: TensorFlow 2.21 does print them on this machine."""
+    out = run("import tensorflow as tf; tf.config.list_physical_devices('GPU')")
+    assert "oneDNN custom operations are on" in out.stderr or "cuda" in out.stderr.lower()
+
+
+def test_a_line_that_is_not_a_known_start_up_line_is_written_back_in_order():
+    out = run("""
+        import os, sys
+        from distributed_ac.quiet import quiet_startup_lines
+        with quiet_startup_lines():
+            os.write(2, b"first real line\\n")
+            os.write(2, b"I0000 00:00:1.2    42 port.cc:153] oneDNN custom operations are on. x\\n")
+            print("second, from Python", file=sys.stderr)
+        print("after", file=sys.stderr)
+    """)
+    assert out.stderr.splitlines() == ["first real line", "second, from Python", "after"]
+
+
+@pytest.mark.skipif(bool(__import__("glob").glob("/dev/nvidia[0-9]*")), reason="has a GPU")
+def test_a_worker_policy_with_a_keras_only_activation_prints_only_our_warning():
+    out = run("""
+        from distributed_ac.envs import probe_space
+        from distributed_ac.policy import Policy
+        p = Policy(probe_space("CartPole-v1", "auto"), "gelu")
+        print(p.uses_tensorflow)
+    """)
+    assert out.stdout.strip() == "True", out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "activation 'gelu' has no NumPy twin: this worker imports TensorFlow (~500 MB "
+        "resident) for its forward pass"], out.stderr

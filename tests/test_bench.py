@@ -204,7 +204,7 @@ def test_matplotlib_is_hidden_only_while_tensorflow_loads():
     import sys
 
     code = ("import importlib, sys\n"
-            "from distributed_ac.train import _without_matplotlib\n"
+            "from distributed_ac.startup import _without_matplotlib\n"
             "with _without_matplotlib():\n"
             "    try:\n"
             "        import matplotlib\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
@@ -117,6 +118,10 @@ def default_num_workers(cfg: Config, local: bool) -> int:
 
 INLINE_BYTES = 64 * 1024  # a Weights bundle up to this size rides inside each call
 
+# Ray gives every node this label, its node id (label_selector needs Ray >= 2.49).
+NODE_ID_LABEL = "ray.io/node-id"
+REPLACEMENT_WARN_S = 30.0  # a replacement not started by then gets a warning, as in placement()
+
 
 class RayPool:
     """W remote RolloutWorkers, each with at most one collect() in flight."""
@@ -133,6 +138,7 @@ class RayPool:
         self._published: tuple[int, int, ray.ObjectRef] | None = None
         self.restarts = 0
         self._env_failures = [0] * num_workers  # consecutive, per worker
+        self._started: dict[int, ray.ObjectRef] = {}  # slot -> its actor's info() (its node)
 
     def _new_worker(self, worker: int):
         """A new actor for slot `worker` (benchmarks/scale_sim.py puts synthetic ones here)."""
@@ -147,6 +153,7 @@ class RayPool:
         Workers the cluster has no room for wait for it (an autoscaler may add nodes);
         after `warn_after_s` a warning says how many wait and what they need."""
         refs = [w.info.remote() for w in self.workers]
+        self._started.update(enumerate(refs))
         _, waiting = ray.wait(refs, num_returns=len(refs), timeout=warn_after_s)
         if waiting:
             free, total = (ray.available_resources().get("CPU", 0.0),
@@ -165,7 +172,7 @@ class RayPool:
                 return ray.get(ref)
             except ray.exceptions.RayActorError:
                 self._replace(worker, "died while starting")
-                ref = self.workers[worker].info.remote()
+                ref = self._started[worker]
 
     def learner_node(self) -> str:
         """Where this driver (and so the learner) runs, and whether Ray has a GPU for it."""
@@ -247,7 +254,8 @@ class RayPool:
         try:
             batch = ray.get(ref)
         except ray.exceptions.RayActorError as e:  # process killed, node lost
-            self._replace(worker, f"died ({type(e).__name__})")
+            self._replace(worker, f"died ({type(e).__name__})",
+                          node_lost=isinstance(e, ray.exceptions.ActorUnavailableError))
             return None
         except ray.exceptions.RayTaskError as e:  # collect() raised inside the worker
             self._on_worker_error(worker, e.cause if e.cause is not None else e)
@@ -264,17 +272,75 @@ class RayPool:
                                 f"row (max_env_failures); last error: {cause}")
         self._replace(worker, f"raised {cause}")
 
-    def _replace(self, worker: int, why: str) -> None:
-        """Start a new actor in the worker's slot and give it the newest weights."""
+    def _replace(self, worker: int, why: str, node_lost: bool = False) -> None:
+        """Start a new actor in the worker's slot and give it the newest weights.
+
+        `node_lost`: the worker stopped answering, as when its node dies. Ray declares a
+        node dead only once its health checks have failed (15 s or more), and schedules
+        onto it until then; SPREAD even picks it first, emptied by the loss. The
+        replacement would wait there, never start, and die with the node, so it goes to
+        another node that has room."""
         self.restarts += 1
         if self.restarts > self.cfg.max_worker_restarts:
             raise WorkerFailure(f"worker {worker} {why}; {self.restarts - 1} restarts already "
                                 f"(max_worker_restarts = {self.cfg.max_worker_restarts})")
-        log.warning("worker %d %s; starting a replacement (restart %d)", worker, why, self.restarts)
+        avoid = self._node_of(worker) if node_lost else None
+        log.warning("worker %d %s; starting a replacement%s (restart %d)", worker, why,
+                    f" away from node {avoid[:8]}" if avoid else "", self.restarts)
         ray.kill(self.workers[worker], no_restart=True)
-        self.workers[worker] = self._new_worker(worker)
+        actor = self._new_worker(worker) if avoid is None else self._new_worker_off(worker, avoid)
+        self.workers[worker] = actor
+        self._started[worker] = actor.info.remote()  # before collect: calls run in order
+        self._announce(worker, actor, self._started[worker])
         if self._published is not None:  # it was collecting: give it the newest weights
             self.submit(worker, self._published[2])
+
+    def _node_of(self, worker: int) -> str | None:
+        """The node the slot's actor said it started on, or None if it never said so."""
+        ref = self._started.get(worker)
+        if ref is None or not ray.wait([ref], timeout=0)[0]:
+            return None
+        try:
+            return ray.get(ref)["node_id"]
+        except ray.exceptions.RayError:
+            return None
+
+    def _new_worker_off(self, worker: int, node: str):
+        """A new actor for the slot on another node than `node` if one has room now, else
+        wherever Ray finds room (a node that was only slow to answer is not lost)."""
+        cls = ray.remote(_PlacedRolloutWorker).options(  # self._cls's options, plus the node
+            num_cpus=self.cfg.worker_cpus, scheduling_strategy="SPREAD",
+            label_selector={NODE_ID_LABEL: f"!{node}"},
+            fallback_strategy=[{"label_selector": {}}])
+        return cls.remote(self.cfg, worker)
+
+    def _announce(self, worker: int, actor, info: ray.ObjectRef) -> None:
+        """Say where a replacement started once it has, without holding up the loop, or
+        warn if it has not after REPLACEMENT_WARN_S (no room for it anywhere)."""
+        started = info.future()
+        timer = threading.Timer(REPLACEMENT_WARN_S, self._warn_not_started,
+                                (worker, actor, started))
+        timer.daemon = True
+        timer.start()
+
+        def placed(done) -> None:  # on a Ray thread: no Ray calls here
+            timer.cancel()
+            if done.exception() is None:  # a replacement that died is _take's to replace
+                i = done.result()
+                log.warning("worker %d's replacement started: pid %d on node %s", worker,
+                            i["pid"], i["node_id"][:8])
+
+        started.add_done_callback(placed)
+
+    def _warn_not_started(self, worker: int, actor, started) -> None:
+        """Timer thread: the replacement has not started (and is still the slot's actor)."""
+        current = self.workers[worker] if worker < len(self.workers) else None
+        if started.done() or current is not actor or not ray.is_initialized():
+            return
+        log.warning("worker %d's replacement not started after %.0f s: it needs %g CPU and the "
+                    "cluster has %g of %g free; waiting for room", worker, REPLACEMENT_WARN_S,
+                    self.cfg.worker_cpus, ray.available_resources().get("CPU", 0.0),
+                    ray.cluster_resources().get("CPU", 0.0))
 
     def reseed(self, seeds: list[int]) -> None:
         """Reseed every worker (a checkpoint boundary). Not awaited: a Ray actor runs calls

@@ -3,9 +3,10 @@
 A checkpoint holds the whole training state that lives in the driver:
 - actor, critic and V_target (Keras models) and both Keras optimizers, i.e. Adam's slots
   and its `iterations`, which is the step both ExponentialDecay schedules read;
-- a `TrainState` of tf.Variables: the driver's Counters, the learner's policy and
-  V_target versions, the recent-episode window behind the 100-episode mean, and the
-  driver's reseed Generator state as uint64 words.
+- a `TrainState` of tf.Variables mirroring what the driver's RunState (its Counters, the
+  recent-episode window behind the 100-episode mean, the reseed Generator's state as
+  uint64 words) and the Learner (update count, policy and V_target versions) say they
+  are: each saves and restores itself (`arrays()` / `state()` and their inverses).
 Loading reads tensors only: no code runs.
 
 Rollout workers hold the rest (env states, sampling streams). Envs cannot be saved in
@@ -28,7 +29,6 @@ number of a checkpoint already named (it would overwrite the one usable copy).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -40,74 +40,46 @@ from distributed_ac.rundir import CheckpointError, RunDir
 
 log = logging.getLogger(__name__)
 
-_MASK64 = (1 << 64) - 1
 # What TensorFlow raises for a missing, torn or mismatched checkpoint (a torn file can
 # surface as an IndexError from the reader).
 _UNREADABLE = (tf.errors.OpError, ValueError, AssertionError, IndexError)
 
 
-def generator_words(gen: np.random.Generator) -> np.ndarray:
-    """A PCG64 Generator's full state as 6 uint64 words (its 128-bit ints split in two)."""
-    s = gen.bit_generator.state
-    if s["bit_generator"] != "PCG64":
-        raise TypeError(f"only PCG64 generators are checkpointed, not {s['bit_generator']}")
-    st, inc = s["state"]["state"], s["state"]["inc"]
-    return np.array([st >> 64, st & _MASK64, inc >> 64, inc & _MASK64,
-                     s["has_uint32"], s["uinteger"]], dtype=np.uint64)
-
-
-def set_generator_words(gen: np.random.Generator, words: np.ndarray) -> None:
-    w = [int(x) for x in np.asarray(words, dtype=np.uint64)]
-    gen.bit_generator.state = {"bit_generator": "PCG64",
-                               "state": {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]},
-                               "has_uint32": w[4], "uinteger": w[5]}
-
-
 class TrainState(tf.Module):
-    """tf.Variables mirroring the driver's RunState (train.py) and the learner's versions."""
+    """tf.Variables mirroring a state given as (nested) dicts of NumPy values of fixed
+    shape: the driver's RunState.arrays() and the learner's Learner.state(). It knows
+    nothing of what they mean; each owner saves and restores itself."""
 
-    def __init__(self, state, window: int = 100):
+    def __init__(self, arrays: dict):
         super().__init__(name="train_state")
-        i64 = tf.int64
-        self.counters = {f.name: tf.Variable(getattr(state.counters, f.name),
-                                             dtype=tf.float64 if isinstance(f.default, float) else i64)
-                         for f in dataclasses.fields(state.counters)}
-        self.learner_updates = tf.Variable(0, dtype=i64)  # excludes updates it skipped
-        self.policy_version = tf.Variable(0, dtype=i64)
-        self.target_version = tf.Variable(0, dtype=i64)
-        self.episodes = tf.Variable(0, dtype=i64)
-        self.recent_count = tf.Variable(0, dtype=i64)
-        self.recent_returns = tf.Variable(np.zeros(window), dtype=tf.float64)
-        self.recent_lengths = tf.Variable(np.zeros(window, np.int64), dtype=i64)
-        self.reseed_rng = tf.Variable(np.zeros(6, np.uint64), dtype=tf.uint64)
+        self._names = list(arrays)
+        for name, value in arrays.items():
+            setattr(self, name, _variables(value))
 
-    def capture(self, state, learner) -> None:
-        for name, var in self.counters.items():
-            var.assign(getattr(state.counters, name))
-        self.learner_updates.assign(learner.updates)
-        self.policy_version.assign(learner.policy_version)
-        self.target_version.assign(learner.target_version)
-        stats = state.stats
-        self.episodes.assign(stats.episodes)
-        n, window = len(stats.returns), int(self.recent_returns.shape[0])
-        self.recent_count.assign(n)
-        self.recent_returns.assign(np.pad(np.asarray(stats.returns, np.float64), (0, window - n)))
-        self.recent_lengths.assign(np.pad(np.asarray(stats.lengths, np.int64), (0, window - n)))
-        self.reseed_rng.assign(generator_words(state.reseed_rng))
+    def capture(self, arrays: dict) -> None:
+        for name, value in arrays.items():
+            _assign(getattr(self, name), value)
 
-    def release(self, state, learner) -> None:
-        """Copy restored values back into the plain-Python objects the loop uses."""
-        for name, var in self.counters.items():
-            setattr(state.counters, name, type(getattr(state.counters, name))(var.numpy()))
-        learner.set_versions(int(self.learner_updates.numpy()), int(self.policy_version.numpy()),
-                             int(self.target_version.numpy()))
-        n, stats = int(self.recent_count.numpy()), state.stats
-        stats.returns.clear()
-        stats.lengths.clear()
-        stats.returns.extend(self.recent_returns.numpy()[:n].tolist())
-        stats.lengths.extend(self.recent_lengths.numpy()[:n].tolist())
-        stats.episodes = int(self.episodes.numpy())
-        set_generator_words(state.reseed_rng, self.reseed_rng.numpy())
+    def values(self) -> dict:
+        return {name: _numpy(getattr(self, name)) for name in self._names}
+
+
+def _variables(value):
+    if isinstance(value, dict):
+        return {k: _variables(v) for k, v in value.items()}
+    return tf.Variable(np.asarray(value))
+
+
+def _assign(var, value) -> None:
+    if isinstance(var, dict):
+        for k, v in value.items():
+            _assign(var[k], v)
+    else:
+        var.assign(np.asarray(value))
+
+
+def _numpy(var):
+    return {k: _numpy(v) for k, v in var.items()} if isinstance(var, dict) else var.numpy()
 
 
 def _model_objects(nets) -> dict:
@@ -120,7 +92,7 @@ class Checkpointer:
 
     def __init__(self, run: RunDir, learner, state, keep: int, pool=None):
         self.learner, self.state, self.pool = learner, state, pool
-        self.mirror = TrainState(state, state.stats.returns.maxlen)
+        self.mirror = TrainState({**state.arrays(), **learner.state()})
         self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets),
                                         actor_optimizer=learner.actor_opt,
                                         critic_optimizer=learner.critic_opt, train_state=self.mirror)
@@ -137,7 +109,7 @@ class Checkpointer:
         updates = self.state.counters.updates
         if updates == self.saved_at:
             return None
-        self.mirror.capture(self.state, self.learner)
+        self.mirror.capture({**self.state.arrays(), **self.learner.state()})
         if hasattr(self.pool, "replay_state"):  # written first: a named checkpoint has it
             _write_npz(self._workers_file(os.path.join(self.manager.directory, f"ckpt-{updates}")),
                        self.pool.replay_state())
@@ -181,7 +153,9 @@ class Checkpointer:
                 log.warning("checkpoint %s cannot be restored (%s); trying an older one",
                             path, _first_line(e))
                 continue
-            self.mirror.release(self.state, self.learner)
+            restored = self.mirror.values()
+            self.state.load_arrays(restored)
+            self.learner.load_state(restored)
             self.saved_at = self.state.counters.updates
             self._restore_workers(path)
             return path

@@ -260,9 +260,18 @@ class Learner:
         if self._run_step(batch)[0]["applied"]:
             raise RuntimeError("warm-up batch was applied; the non-finite skip must prevent it")
 
-    def set_versions(self, updates: int, policy_version: int, target_version: int) -> None:
-        """Continue from a checkpoint: `updates` also sets the V_target sync phase."""
-        self.updates, self.policy_version, self.target_version = updates, policy_version, target_version
+    def state(self) -> dict[str, np.ndarray]:
+        """What a checkpoint keeps of the learner besides its variables: the update count
+        (which also sets the V_target sync phase) and the policy and V_target versions."""
+        return {"learner_updates": np.int64(self.updates),
+                "policy_version": np.int64(self.policy_version),
+                "target_version": np.int64(self.target_version)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Continue from a checkpoint (after its variables were restored)."""
+        self.updates = int(state["learner_updates"])
+        self.policy_version = int(state["policy_version"])
+        self.target_version = int(state["target_version"])
         self._target_arrays = self._actor_arrays = None  # the variables were just restored
 
     def weights(self) -> Weights:

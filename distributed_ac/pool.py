@@ -104,7 +104,7 @@ class SerialPool:
         function of its seed and its actions: a fresh worker (same seed) that re-steps
         these actions holds the very env states, episode returns and reset flags the
         saved one had. Actions cost 4 bytes a discrete step; nothing is ever restarted."""
-        from distributed_ac.checkpoint import generator_words
+        from distributed_ac.generators import generator_words
 
         state = {}
         for i, w in enumerate(self.workers):
@@ -116,7 +116,7 @@ class SerialPool:
 
     def restore_replay_state(self, state: dict[str, np.ndarray]) -> None:
         """Bring fresh workers to the saved ones' state (the inverse of replay_state)."""
-        from distributed_ac.checkpoint import set_generator_words
+        from distributed_ac.generators import set_generator_words
 
         for i, w in enumerate(self.workers):
             actions = state[f"worker_{i}_actions"]

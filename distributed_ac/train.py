@@ -31,6 +31,7 @@ from distributed_ac import rundir
 from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
 from distributed_ac.config import Config, batches_per_update
+from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
@@ -68,6 +69,29 @@ class RunState:
 
     def draw_seeds(self, n: int) -> list[int]:
         return [int(x) for x in self.reseed_rng.integers(0, 2**31, size=n)]
+
+    def arrays(self) -> dict:
+        """The whole state as NumPy values of fixed shape (what a checkpoint stores)."""
+        c, stats = self.counters, self.stats
+        window, n = stats.returns.maxlen, len(stats.returns)
+        return {"counters": {f.name: (np.float64 if isinstance(f.default, float) else np.int64)(
+                    getattr(c, f.name)) for f in dataclasses.fields(c)},
+                "episodes": np.int64(stats.episodes), "recent_count": np.int64(n),
+                "recent_returns": np.pad(np.asarray(stats.returns, np.float64), (0, window - n)),
+                "recent_lengths": np.pad(np.asarray(stats.lengths, np.int64), (0, window - n)),
+                "reseed_rng": generator_words(self.reseed_rng)}
+
+    def load_arrays(self, a: dict) -> None:
+        """The inverse of arrays()."""
+        for name, value in a["counters"].items():
+            setattr(self.counters, name, type(getattr(self.counters, name))(value))
+        n = int(a["recent_count"])
+        self.stats.returns.clear()
+        self.stats.lengths.clear()
+        self.stats.returns.extend(np.asarray(a["recent_returns"])[:n].tolist())
+        self.stats.lengths.extend(np.asarray(a["recent_lengths"])[:n].tolist())
+        self.stats.episodes = int(a["episodes"])
+        set_generator_words(self.reseed_rng, a["reseed_rng"])
 
 
 class StopSignals:

@@ -11,8 +11,8 @@ import pytest
 from tensorflow.python.checkpoint import checkpoint_management
 
 from distributed_ac import rundir
-from distributed_ac.checkpoint import (Checkpointer, generator_words, read_counters,
-                                       set_generator_words)
+from distributed_ac.checkpoint import Checkpointer, read_counters
+from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.config import Config
 from distributed_ac.learner import Learner
 from distributed_ac.metrics import ConsoleProgress

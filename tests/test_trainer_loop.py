@@ -22,8 +22,10 @@ class ScriptedPool:
     """A Pool whose workers deliver in `order` (worker ids, cycled); `poison` lists the
     deliveries (0-based) whose batch carries a non-finite flag."""
 
-    def __init__(self, workers: int, order: list[int], poison=(), episodes_per_batch=1):
+    def __init__(self, workers: int, order: list[int], poison=(), episodes_per_batch=1,
+                 nan_rewards=()):
         self.n, self.order, self.poison = workers, list(order), set(poison)
+        self.nan_rewards = set(nan_rewards)  # deliveries with NaN rewards the worker missed
         self.episodes_per_batch = episodes_per_batch
         self.holding: dict[int, Weights] = {}  # worker -> weights of its collect in flight
         self.log: list[tuple] = []  # ("publish", version) / ("submit", w, v) / ("wait", num, ...)
@@ -65,7 +67,8 @@ class ScriptedPool:
         zeros = np.zeros((T, N), f32)
         return Batch(obs=rng.standard_normal((T, N, 4)).astype(f32),
                      actions=rng.integers(0, 2, (T, N)).astype(np.int32),
-                     rewards=np.ones((T, N), f32), terminated=zeros, truncated=zeros,
+                     rewards=np.full((T, N), np.nan if self.deliveries in self.nan_rewards
+                                     else 1.0, f32), terminated=zeros, truncated=zeros,
                      mask=np.ones((T, N), f32), behaviour_logp=np.full((T, N), -0.69, f32),
                      values=np.zeros((T + 1, N), f32), policy_version=weights.version,
                      target_version=weights.target_version, worker_id=worker,
@@ -131,6 +134,18 @@ def test_a_nonfinite_batch_is_dropped_and_counted_as_nonfinite_not_trained_on(tm
     assert c.nonfinite_batches == 2 and c.dropped_batches == 2
     # the two updates with a poisoned batch trained on the other batch alone
     assert c.env_steps == 4 * 2 * T * N and c.updates == 5
+
+
+def test_an_update_skipped_for_a_nonfinite_loss_counts_no_update_no_steps_and_no_nan(tmp_path):
+    """The learner skips an update whose loss is NaN; it used to count as an update and
+    its env steps anyway, and its NaN losses blanked the averages of the row."""
+    pool = ScriptedPool(1, order=[0], nan_rewards={2})
+    trainer = run_loop(tmp_path, pool, mode="async", total_env_steps=4 * T * N)
+    c = trainer.state.counters
+    assert trainer.learner.skipped_updates == 1
+    assert c.batches == 5 and c.updates == 4 and c.env_steps == 4 * T * N
+    row = trainer.interval.scalars(sps=1.0, dropped_batches=0, worker_restarts=0)
+    assert all(np.isfinite(row[k]) for k in ("losses/actor", "losses/critic", "losses/entropy"))
 
 
 def test_sync_mode_waits_for_every_worker_and_resubmits_all_with_the_new_weights(tmp_path):

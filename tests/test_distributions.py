@@ -150,14 +150,49 @@ def test_tanh_gaussian_entropy_matches_formula_at_given_samples():
     np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
-def test_tanh_gaussian_entropy_gradient_flows_through_log_std_only():
-    u, mean, log_std = (tf.Variable(x) for x in random_gaussian(5))
+def squashed_entropy_by_quadrature(mean: float, log_std: float, half_range: float) -> float:
+    """H(a) of a = low + (tanh(u) + 1) * half_range, u ~ N(mean, std), 1-D, float64:
+    H(u) + E[log(half_range * (1 - tanh(u)^2))] by 200-point Gauss-Hermite quadrature."""
+    x, w = np.polynomial.hermite.hermgauss(200)
+    u = mean + np.exp(log_std) * np.sqrt(2.0) * x
+    log_jac = np.log(half_range) + 2.0 * (np.log(2.0) - u - np.logaddexp(0.0, -2.0 * u))
+    return 0.5 * np.log(2 * np.pi * np.e) + log_std + np.sum(w * log_jac) / np.sqrt(np.pi)
+
+
+@pytest.mark.parametrize("mean, log_std", [(0.0, -1.0), (0.0, 0.5), (0.8, 0.0), (-1.5, 1.2)])
+def test_tanh_gaussian_entropy_and_its_gradient_match_quadrature(mean, log_std):
+    """Averaged over quadrature nodes as samples, the estimate equals the true entropy of
+    the squashed action, and so does its gradient in mean and log_std (central finite
+    differences of the quadrature). The old estimate had d/dlog_std = 1 and d/dmean = 0
+    everywhere; at log_std 0.5 and 1.2 the true d/dlog_std is negative."""
+    hr = 1.5
+    x, w = np.polynomial.hermite.hermgauss(200)
+    weights = tf.constant(w / np.sqrt(np.pi), tf.float32)
+    m, s = tf.Variable(mean, dtype=tf.float32), tf.Variable(log_std, dtype=tf.float32)
+    u = tf.constant((mean + np.exp(log_std) * np.sqrt(2.0) * x)[:, None], tf.float32)
     with tf.GradientTape() as tape:
-        entropy = tf.reduce_sum(tanh_gaussian_entropy(mean, log_std, u, HALF_RANGE))
-    grad_mean, grad_log_std, grad_u = tape.gradient(entropy, [mean, log_std, u])
-    np.testing.assert_allclose(grad_log_std.numpy(), np.ones_like(log_std.numpy()))
-    assert grad_mean is None or not np.any(grad_mean.numpy())
-    assert grad_u is None or not np.any(grad_u.numpy())
+        per_node = tanh_gaussian_entropy(tf.fill([200, 1], m), tf.fill([200, 1], s), u, [hr])
+        estimate = tf.reduce_sum(weights * per_node)
+    grad_mean, grad_log_std = (g.numpy() for g in tape.gradient(estimate, [m, s]))
+    h, d = squashed_entropy_by_quadrature, 1e-4
+    assert estimate.numpy() == pytest.approx(h(mean, log_std, hr), abs=1e-3)
+    assert grad_mean == pytest.approx((h(mean + d, log_std, hr) - h(mean - d, log_std, hr))
+                                      / (2 * d), abs=2e-3)
+    assert grad_log_std == pytest.approx((h(mean, log_std + d, hr) - h(mean, log_std - d, hr))
+                                         / (2 * d), abs=2e-3)
+
+
+@pytest.mark.parametrize("log_std, sign", [(-1.0, 1.0), (1.2, -1.0)])
+def test_an_entropy_bonus_raises_a_narrow_std_and_lowers_a_saturating_one(log_std, sign):
+    """The old estimate's gradient in log_std was +1 everywhere, so a bonus pushed the std
+    up without bound and the actions saturated at the edges of the Box."""
+    x, w = np.polynomial.hermite.hermgauss(200)
+    s = tf.Variable(log_std, dtype=tf.float32)
+    u = tf.constant((np.exp(log_std) * np.sqrt(2.0) * x)[:, None], tf.float32)
+    with tf.GradientTape() as tape:
+        h = tanh_gaussian_entropy(tf.zeros([200, 1]), tf.fill([200, 1], s), u, [1.0])
+        expected_h = tf.reduce_sum(tf.constant(w / np.sqrt(np.pi), tf.float32) * h)
+    assert np.sign(tape.gradient(expected_h, s).numpy()) == sign
 
 
 def test_tanh_gaussian_entropy_estimate_agrees_with_minus_mean_log_prob():

@@ -83,3 +83,9 @@ class Weights:
     target_version: int
     actor: list[np.ndarray]
     v_target: list[np.ndarray]
+
+    def actor_parts(self, discrete: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """The actor's dense [W0, b0, ...] and its log_std (None for Discrete actions)."""
+        if discrete:
+            return list(self.actor), None
+        return list(self.actor[:-1]), self.actor[-1]

@@ -18,6 +18,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from distributed_ac.distributions import squash_to_box
 from distributed_ac.envs import EnvSpace
 from distributed_ac.networks import path_variables
 from distributed_ac.rundir import RunDirError
@@ -48,9 +49,8 @@ class PolicyModule(tf.Module):
         s = self._space
         if s.discrete:
             return tf.argmax(out, axis=-1) + s.action_start
-        low = tf.constant(s.action_low, tf.float32)
-        half_range = tf.constant(s.half_range, tf.float32)
-        return low + (tf.tanh(out) + 1.0) * half_range
+        return squash_to_box(out, tf.constant(s.action_low, tf.float32),
+                             tf.constant(s.action_high, tf.float32))
 
     def _value(self, obs):
         return self._mlp(self.critic_params, obs)[:, 0]

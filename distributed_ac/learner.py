@@ -25,7 +25,8 @@ from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
 from distributed_ac.errors import DeviceError, NonFiniteLossError
-from distributed_ac.networks import build_networks, path_variables, sync_target
+from distributed_ac.networks import (actor_bundle_variables, build_networks, path_variables,
+                                     sync_target)
 
 log = logging.getLogger(__name__)
 
@@ -197,9 +198,8 @@ class Learner:
                                                path_variables(nets.target_path)]
 
     def _actor_tensors(self) -> list:
-        """The actor's part of a Weights bundle: path kernels and biases, then log_std."""
-        extra = [self.nets.log_std.log_std] if self.nets.log_std is not None else []
-        return [tf.identity(v.value) for v in path_variables(self.nets.actor_path) + extra]
+        """The actor's part of a Weights bundle, read inside the step."""
+        return [tf.identity(v.value) for v in actor_bundle_variables(self.nets)]
 
     @staticmethod
     def _clipped(tape, loss, variables, clip, loss_name):
@@ -279,9 +279,7 @@ class Learner:
         if self._actor_arrays is not None and self._actor_arrays[0] == self.policy_version:
             actor = self._actor_arrays[1]  # what the last step returned
         else:
-            actor = [v.numpy() for v in path_variables(self.nets.actor_path)]
-            if self.nets.log_std is not None:
-                actor.append(self.nets.log_std.log_std.numpy())
+            actor = [v.numpy() for v in actor_bundle_variables(self.nets)]
         if self._target_arrays is None:  # V_target changes only on sync
             self._target_arrays = [v.numpy() for v in path_variables(self.nets.target_path)]
         return Weights(self.policy_version, self.target_version, actor, self._target_arrays)

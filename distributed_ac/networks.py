@@ -118,6 +118,13 @@ def path_variables(path: list) -> list:
     return [v for layer in path for v in (layer.kernel, layer.bias)]
 
 
+def actor_bundle_variables(nets: Networks) -> list:
+    """The actor's part of a Weights bundle, in its one layout: the actor path's kernels
+    and biases, then (Box actions) the state-independent log_std."""
+    extra = [nets.log_std.log_std] if nets.log_std is not None else []
+    return path_variables(nets.actor_path) + extra
+
+
 def sync_target(nets: Networks, tau: float) -> None:
     """V_target <- tau * V + (1 - tau) * V_target; tau = 1 is an exact copy."""
     for t, v in zip(path_variables(nets.target_path), path_variables(nets.critic_path)):

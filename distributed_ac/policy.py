@@ -85,9 +85,9 @@ class Policy:
         if self.weights is None or weights.version != self.weights.version \
                 or weights.target_version != self.weights.target_version:
             self.weights = weights
-            n = len(weights.actor) - (0 if self.space.discrete else 1)
-            self._actor_layers = [np.asarray(p, np.float32) for p in weights.actor[:n]]
-            self._log_std = None if self.space.discrete else np.asarray(weights.actor[-1], np.float32)
+            layers, log_std = weights.actor_parts(self.space.discrete)
+            self._actor_layers = [np.asarray(p, np.float32) for p in layers]
+            self._log_std = None if log_std is None else np.asarray(log_std, np.float32)
             self._target_layers = [np.asarray(p, np.float32) for p in weights.v_target]
 
     def value(self, obs: np.ndarray) -> np.ndarray:

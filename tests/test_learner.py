@@ -1,10 +1,12 @@
 """The Learner, stepped from real worker batches with no Ray: V_target, two optimizers,
-per-network clipping, the shared trunk and the no-gradient check."""
+per-network clipping, the shared trunk, the no-gradient check, and the targets and
+advantages each off-policy correction and reward_scale give."""
 
 import keras
 import numpy as np
 import pytest
 
+from distributed_ac import losses, returns
 from distributed_ac.config import Config
 from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.learner import Learner, NoGradientError
@@ -149,3 +151,67 @@ def test_consecutive_non_finite_updates_stop_the_run():
     learner.step(bad)
     with pytest.raises(NonFiniteLossError, match="2 updates in a row"):
         learner.step(bad)
+
+
+# ---- targets and advantages through the real step ---------------------------------------
+# The step returns metrics only, but two of them are exact functions of what _targets
+# gave it: critic_loss = 0.5 * masked_mean((V(s) - targets)^2) and, with advantage
+# normalisation off, actor_loss = -masked_mean(log pi(a|s) * advantages). So each case
+# steps the compiled graph on a real batch and checks both against returns.gae /
+# truncated_importance_weights / vtrace called directly on the same arrays.
+
+def expected_targets(correction, cfg, batch, logp, reward_scale):
+    """(targets, advantages) from returns.* as `correction` defines them."""
+    rewards = batch.rewards * reward_scale
+    flags = (batch.values, batch.terminated, batch.truncated, batch.mask)
+    if correction == "vtrace":
+        return returns.vtrace(batch.behaviour_logp, logp, rewards, *flags, cfg.gamma,
+                              cfg.gae_lambda, cfg.rho_bar, cfg.c_bar, cfg.vtrace_pg_bootstrap)
+    targets, adv = returns.gae(rewards, *flags, cfg.gamma, cfg.gae_lambda)
+    if correction == "truncated_is":
+        adv = adv * returns.truncated_importance_weights(batch.behaviour_logp, logp, cfg.rho_bar)
+    return targets, adv
+
+
+def lagged_batch(worker, learner):
+    """A real batch re-labelled as if an older policy had made it: behaviour log-probs
+    moved by up to 0.5 either way, so the importance ratios spread over ~[0.6, 1.6] and
+    rho_bar = 1 clips about half of them (on-policy they would all be 1 and the three
+    corrections would agree). Also returns the learner's own log-probs of the actions
+    (the worker's NumPy twin of its policy computed them)."""
+    batch = worker.collect(learner.weights())
+    logp = batch.behaviour_logp.copy()
+    shift = np.random.default_rng(1).uniform(-0.5, 0.5, logp.shape).astype(np.float32)
+    batch.behaviour_logp = logp + shift
+    return batch, logp
+
+
+@pytest.mark.parametrize("mode, correction, applied", [
+    ("async", "vtrace", "vtrace"),
+    ("async", "truncated_is", "truncated_is"),
+    ("async", "none", "none"),
+    ("sync", "vtrace", "none"),  # sync batches are on-policy: no correction is applied
+])
+def test_learner_targets_and_advantages_are_the_configured_correction_on_scaled_rewards(
+        mode, correction, applied):
+    # 32 steps of CartPole: episodes end inside the batch (terminations, masked reset steps)
+    cfg = Config(envs_per_worker=8, rollout_length=32, total_env_steps=10_000, mode=mode,
+                 off_policy_correction=correction, reward_scale=0.1, normalize_advantages=False)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    batch, logp = lagged_batch(worker, learner)
+    assert batch.terminated.any() and not batch.mask.all()
+    v = learner.nets.critic(batch.obs.reshape(-1, worker.space.obs_dim)).numpy().reshape(logp.shape)
+
+    def losses_for(correction, reward_scale):
+        targets, adv = expected_targets(correction, cfg, batch, logp, reward_scale)
+        return (float(losses.critic_loss(v, targets, batch.mask)[0]),
+                float(losses.actor_loss(logp, adv, 0.0, batch.mask, 0.0)[0]))
+
+    metrics = learner.step(batch)
+    got = (metrics["critic_loss"], metrics["actor_loss"])
+    np.testing.assert_allclose(got, losses_for(applied, cfg.reward_scale), rtol=1e-4, atol=1e-6)
+    # The batch tells every other reading apart: another correction, or unscaled rewards.
+    for other in [(c, s) for c in ("vtrace", "truncated_is", "none") for s in (0.1, 1.0)]:
+        if other != (applied, cfg.reward_scale):
+            assert not np.allclose(got, losses_for(*other), rtol=1e-2), other

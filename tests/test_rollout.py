@@ -56,13 +56,38 @@ def test_mask_carries_across_collect_calls():
     assert w5.collect().mask[0, 0] == 0
 
 
+def obs_dependent_weights(space: EnvSpace) -> Weights:
+    """zero_weights, but V_target(obs) = 0.5 + tanh(0.25 * obs[0]) (tanh hidden layer): a
+    different value for every Countdown observation, so a test can tell which one was used."""
+    w = zero_weights(space)
+    w0, b0, w1, b1 = w.v_target
+    w0[0, 0], b0[:], w1[0, 0] = 0.25, 0.0, 1.0
+    return w
+
+
+def v_target(obs: float) -> float:
+    return 0.5 + np.tanh(0.25 * obs)
+
+
 def test_truncation_is_kept_apart_from_termination():
     w = worker(env="fakes:CountdownTruncated")
     b = w.collect(zero_weights(w.space))
     np.testing.assert_array_equal(b.truncated[:, 0], [0, 0, 1, 0, 0, 0, 1, 0])
     assert not b.terminated.any()
-    # values[t+1] at the truncation step is V_target of the real final observation
-    np.testing.assert_allclose(b.values[3, 0], 0.5)
+
+
+def test_a_truncated_step_bootstraps_from_v_target_of_the_real_final_observation():
+    w = worker(env="fakes:CountdownTruncated", activation="tanh")
+    b = w.collect(obs_dependent_weights(w.space))
+    # Steps 2 and 6 are truncated after 3 steps: each returned the real final obs [3.0]
+    # (the reset obs [0.0] comes one step later, under NEXT_STEP autoreset).
+    truncated = np.flatnonzero(b.truncated[:, 0])
+    np.testing.assert_array_equal(truncated, [2, 6])
+    np.testing.assert_allclose(b.values[truncated + 1, 0], v_target(3.0), rtol=1e-6)
+    assert not np.isclose(v_target(3.0), [v_target(0.0), v_target(2.0)]).any()
+    # and every other entry is V_target of its own observation; the last is of the
+    # reset obs [0.0] that step 7, the reset step, returned
+    np.testing.assert_allclose(b.values[:, 0], v_target(np.r_[b.obs[:, 0, 0], 0.0]), rtol=1e-6)
 
 
 def test_episode_returns_count_only_real_steps():

@@ -9,7 +9,8 @@
 
 This module knows the layout and the rules for starting, replacing and resuming a run;
 it imports neither TensorFlow nor Ray, so the CLI can check a run directory (and `dac
-plot` can read one) before anything heavy loads.
+plot` can read one) before anything heavy loads. (Only `readable_checkpoint`, which a
+resume calls once TensorFlow is loaded anyway, imports TensorFlow.)
 """
 
 from __future__ import annotations
@@ -160,7 +161,31 @@ def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
 
 
 def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
-    """Check that `cfg` may continue the run at `path`, then record it as the run's config."""
+    """Check that `cfg` may continue the run at `path` and that a checkpoint there can be
+    read, then record `cfg` as the run's config.
+
+    The restore itself comes later (train.py), so a resume whose checkpoints are all
+    unreadable would otherwise fail after config.yaml already held settings no
+    checkpoint was trained with."""
     run = check_resume(path, cfg)
+    readable_checkpoint(run)
     run.write_config(cfg)
     return run
+
+
+def readable_checkpoint(run: RunDir) -> str:
+    """The newest checkpoint named in the state file whose every tensor reads back (the
+    reader checks each one's CRC), i.e. the one a restore will load; CheckpointError if
+    none. Imports TensorFlow: call it only where TensorFlow is loaded anyway."""
+    import tensorflow as tf
+
+    state = tf.train.get_checkpoint_state(str(run.checkpoints))
+    for path in reversed(list(state.all_model_checkpoint_paths) if state else []):
+        try:
+            reader = tf.train.load_checkpoint(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+        except (tf.errors.OpError, ValueError, IndexError):  # missing, torn or corrupted
+            continue
+        return path
+    raise CheckpointError(f"no readable checkpoint in {run.checkpoints}")

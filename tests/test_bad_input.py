@@ -87,6 +87,11 @@ CASES = {
                              "checkpoint"),
     "corrupted checkpoint": (lambda t, r: (damage(r, "corrupted"), ["train", "--resume", str(r)])[1],
                              "checkpoint"),
+    # New settings make a rewritten config.yaml differ from the saved one; the resume fails
+    # on the checkpoint, so the run must keep the config its checkpoints were trained with.
+    "resume with new settings from a corrupted checkpoint": (
+        lambda t, r: (damage(r, "corrupted"), ["train", "--resume", str(r), "--total-env-steps",
+                                                "4096", "--gamma", "0.9"])[1], "checkpoint"),
     "resume with another network shape": (lambda t, r: ["train", "--resume", str(r),
                                                         "--hidden-sizes", "8"], "hidden_sizes"),
     "run dir holding another run": (lambda t, r: ["train", "--run-dir", str(r)], "--overwrite"),
@@ -126,19 +131,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def snapshot(run: Path) -> dict:
+    """Every file's bytes and every directory under `run` (None for a directory)."""
+    return {p: p.read_bytes() if p.is_file() else None for p in run.rglob("*")}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
     make_argv, needle = CASES[case]
     run = copy_run(good_run, tmp_path / "run")
-    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    out = dac(*make_argv(tmp_path, run))
+    argv = make_argv(tmp_path, run)  # damages the run's checkpoint where the case says so
+    before = snapshot(run)  # taken after the damage: the command itself may change nothing
+    out = dac(*argv)
     assert out.returncode == 2, (case, out.returncode, out.stderr[-2000:])
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("dac: error: ") and needle in last, (case, last)
-    if case not in ("missing checkpoint", "truncated checkpoint", "corrupted checkpoint"):
-        after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-        assert after == before, f"{case}: the run directory changed"
+    after = snapshot(run)
+    changed = sorted(str(p.relative_to(run)) for p in before.keys() | after.keys()
+                     if before.get(p, 0) != after.get(p, 0))
+    assert not changed, f"{case}: the run directory changed: {changed}"
 
 
 @pytest.mark.skipif(os.path.exists("/tmp/ray/ray_current_cluster"),
@@ -153,7 +165,7 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     this machine), so it fails only after TensorFlow and Ray have loaded; the run
     directory is written only after that, so nothing is lost."""
     run = copy_run(good_run, tmp_path / "run")
-    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    before = snapshot(run)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
@@ -164,7 +176,7 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("dac: error: --address auto: ") and needle in last, last
-    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert snapshot(run) == before
 
 
 @pytest.mark.parametrize("argv", [

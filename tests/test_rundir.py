@@ -1,0 +1,100 @@
+"""The run directory (rundir.py): its documented entries and no pickle, safe config
+loading, refusing to replace a run without --overwrite, fresh default paths, no
+directory left by a run that fails to start, and a resume that records its config only
+once a checkpoint can be read."""
+
+import dataclasses
+import io
+import pickletools
+
+import pytest
+
+from distributed_ac import rundir
+from distributed_ac.config import Config
+from distributed_ac.metrics import ConsoleProgress
+from distributed_ac.train import train
+
+SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
+
+
+def quiet(cfg: Config) -> ConsoleProgress:
+    return ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO())
+
+
+def _is_pickle(blob: bytes) -> bool:
+    if not blob.startswith(b"\x80") or len(blob) < 2 or not 2 <= blob[1] <= 5:
+        return False
+    try:
+        pickletools.dis(io.BytesIO(blob), out=io.StringIO())
+        return True
+    except Exception:
+        return False
+
+
+def test_a_run_directory_holds_no_pickle_and_only_the_documented_entries(tmp_path):
+    cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=2, log_every_s=0.01,
+                 **{**SMALL, "total_env_steps": 4 * 32})
+    run_dir = tmp_path / "run"
+    train(cfg, run_dir=run_dir, progress=quiet(cfg))
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.yaml",
+                                                         "metrics.jsonl", "tb"]
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if _is_pickle(p.read_bytes())]
+    assert rundir.saved_config(rundir.open_run(run_dir)) == cfg
+
+
+def test_config_yaml_is_safe_loaded_so_a_python_tag_runs_no_code(tmp_path):
+    marker = tmp_path / "pwned"
+    run_dir = tmp_path / "run"
+    rundir.new_run(run_dir, Config())
+    (run_dir / "config.yaml").write_text(
+        f"seed: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(rundir.RunDirError, match="not valid YAML"):
+        rundir.saved_config(rundir.open_run(run_dir, need_checkpoint=False))
+    assert not marker.exists()
+
+
+def test_a_new_run_refuses_an_existing_run_unless_overwrite_and_keeps_other_files(tmp_path):
+    run_dir = tmp_path / "run"
+    rundir.new_run(run_dir, Config(seed=1))
+    (run_dir / "notes.txt").write_text("mine")
+    with pytest.raises(rundir.RunDirError, match="--resume .* --overwrite"):
+        rundir.new_run(run_dir, Config(seed=2))
+    run = rundir.new_run(run_dir, Config(seed=2), overwrite=True)
+    assert rundir.saved_config(run).seed == 2
+    assert (run_dir / "notes.txt").read_text() == "mine"
+
+
+def test_default_run_directories_never_collide(tmp_path):
+    first = rundir.default_path("mypkg.envs:My/Env", root=tmp_path)
+    assert first.parent == tmp_path and first.name.startswith("mypkg.envs_My_Env-")
+    first.mkdir()
+    assert rundir.default_path("mypkg.envs:My/Env", root=tmp_path) != first
+
+
+def test_a_run_that_fails_to_start_leaves_no_run_directory(tmp_path, capsys):
+    from distributed_ac import cli
+
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", "--env", "NoSuchEnv-v9", "--run-dir", str(run_dir)]) == 2
+    assert "unknown environment id" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path):
+    cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=1,
+                 **{**SMALL, "total_env_steps": 2 * 32})
+    run_dir = tmp_path / "run"
+    train(cfg, run_dir=run_dir, progress=quiet(cfg))
+    longer = dataclasses.replace(cfg, total_env_steps=3 * 32)
+    train(longer, run_dir=run_dir, resume=True, progress=quiet(longer))
+    assert rundir.saved_config(rundir.open_run(run_dir)) == longer  # a resume records its settings
+    kept = (run_dir / "config.yaml").read_bytes()
+
+    for f in (run_dir / "checkpoints").glob("ckpt-*"):  # every checkpoint torn
+        f.write_bytes(f.read_bytes()[:20])
+    other = dataclasses.replace(longer, total_env_steps=5 * 32, gamma=0.9)
+    with pytest.raises(rundir.CheckpointError, match="no readable checkpoint"):
+        train(other, run_dir=run_dir, resume=True, progress=quiet(other))
+    # config.yaml still names the settings the checkpoints were trained with
+    assert (run_dir / "config.yaml").read_bytes() == kept

@@ -81,7 +81,8 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
 
 def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = False,
              video: Path | None = None, seed: int | None = None) -> dict:
-    """Evaluate the newest checkpoint of a run; return the summary `dac evaluate` prints."""
+    """Evaluate the newest checkpoint of a run; return the summary `dac evaluate` prints,
+    with each episode's return in order (episode i ran on seed `seed` + i)."""
     if episodes < 1:
         raise RunDirError("--episodes must be >= 1")
     cfg, space, learner, path = load_trained(run_dir)  # checks the path, then loads TF
@@ -94,4 +95,4 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     return {"checkpoint": path, "env": cfg.env, "env_steps_trained": read_counters(path)["env_steps"],
             "episodes": episodes, "deterministic": deterministic, "seed": base,
             "mean": float(returns.mean()), "std": float(returns.std()),
-            "min": float(returns.min()), "max": float(returns.max())}
+            "min": float(returns.min()), "max": float(returns.max()), "returns": returns.tolist()}

@@ -49,14 +49,35 @@ WORKER_COUNT_SCRIPT = textwrap.dedent("""
     from distributed_ac import distributed
     from distributed_ac.config import Config
 
+    def workers():
+        # A Ray worker process runs default_worker.py until it has started, then renames
+        # itself ray::<actor class> or ray::IDLE; Ray's agents end in Agent.
+        # (The raylet's own command line names default_worker.py too, as an argument.)
+        names = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                argv = p.cmdline()
+            except psutil.Error:
+                continue
+            cmd = " ".join(argv).strip()
+            if any(a.endswith("default_worker.py") for a in argv[:2]):
+                names.append("starting: default_worker.py")
+            elif cmd.startswith("ray::") and not cmd.endswith("Agent"):
+                names.append(cmd)
+        return sorted(names)
+
     distributed.start_ray(None, False, num_cpus=2)
     pool = distributed.RayPool(Config(), 1)
-    pool.placement()  # the worker is up
-    time.sleep(2.0)   # Ray prestarts at driver registration; give any spare time to appear
-    me = psutil.Process()
-    # Ray names its worker processes ray::<actor class> or ray::IDLE; its agents end in Agent.
-    names = [" ".join(p.cmdline()).strip() for p in me.children(recursive=True)]
-    print(sorted(n for n in names if n.startswith("ray::") and not n.endswith("Agent")))
+    pool.placement()  # the pool's worker is up
+    # Ray prestarts when the driver registers, before it starts the pool's worker, so a
+    # prestarted process exists by now (counted while still starting, however slow the
+    # machine). Watch a while more for a late one; stop at the first extra process.
+    deadline = time.monotonic() + 5.0
+    seen = workers()
+    while len(seen) <= 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen = workers()
+    print(seen)
     pool.close()
     distributed.shutdown()
 """)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -135,13 +136,19 @@ class Checkpointer:
             return
         f = self._workers_file(path)
         if hasattr(self.pool, "restore_replay_state") and f.exists():
-            with np.load(f, allow_pickle=False) as data:
-                saved = dict(data)
-            if len(saved) == 2 * len(self.pool):
+            try:
+                with np.load(f, allow_pickle=False) as data:
+                    saved = dict(data)
+            except (OSError, ValueError, zipfile.BadZipFile) as e:  # torn or damaged
+                log.warning("%s cannot be read (%s): the workers' envs restart from new seeds",
+                            f.name, _first_line(e))
+                saved = {}
+            if saved and len(saved) == 2 * len(self.pool):
                 self.pool.restore_replay_state(saved)
                 return
-            log.warning("%s holds %d workers, this run has %d: their envs restart from new "
-                        "seeds", f.name, len(saved) // 2, len(self.pool))
+            if saved:
+                log.warning("%s holds %d workers, this run has %d: their envs restart from "
+                            "new seeds", f.name, len(saved) // 2, len(self.pool))
         self.pool.reseed(self.state.draw_seeds(len(self.pool)))
 
     def restore(self) -> str:

@@ -120,3 +120,15 @@ def test_summary_names_the_run_directory_and_its_checkpoint(runs):
     assert first["run_dir"] == str(root / "split")
     assert first["checkpoint"].endswith(f"ckpt-{K}")
     assert json.loads(json.dumps(first)) == first
+
+
+def test_a_damaged_workers_file_costs_only_the_exact_replay_not_the_resume(tmp_path, caplog):
+    """A torn ckpt-K.workers.npz (a crash mid-write cannot leave one, but a disk can) was a
+    BadZipFile traceback; now the workers start from fresh seeds, with a warning."""
+    run(tmp_path / "run", K)
+    workers_file = tmp_path / "run" / "checkpoints" / f"ckpt-{K}.workers.npz"
+    workers_file.write_bytes(workers_file.read_bytes()[:100])
+    with caplog.at_level("WARNING"):
+        resumed = run(tmp_path / "run", K + M, resume=True)
+    assert resumed["updates"] == K + M
+    assert any("cannot be read" in r.getMessage() for r in caplog.records)

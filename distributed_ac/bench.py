@@ -38,10 +38,8 @@ from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
 
-PHASES = ("env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async")
 UNITS = {"env": "env_steps/s", "worker": "env_steps/s", "learner": "samples/s",
          "broadcast": "broadcasts/s", "e2e_sync": "env_steps/s", "e2e_async": "env_steps/s"}
-GPU_BATCH_SIZES = tuple(1024 * 2 ** i for i in range(9))  # 1k .. 256k samples
 
 
 # ---- facts about the machine ------------------------------------------------------
@@ -357,11 +355,3 @@ def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) 
                   updates=summaries[-1]["updates"], dropped_batches=summaries[-1]["dropped_batches"],
                   max_policy_lag=summaries[-1]["max_policy_lag"],
                   whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])
-
-
-# ---- the command line (bench_cli.py) ----------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    """`dac bench`: see bench_cli.py."""
-    from distributed_ac.bench_cli import main as cli_main
-
-    return cli_main(argv)

@@ -168,7 +168,7 @@ def cmd_plot(argv: list[str]) -> int:
 
 
 def cmd_bench(argv: list[str]) -> int:
-    from distributed_ac.bench import main as bench_main  # TF/Ray load only if a phase needs them
+    from distributed_ac.bench_cli import main as bench_main  # TF/Ray load only if a phase needs them
 
     return bench_main(argv)
 

@@ -87,3 +87,25 @@ def test_rollout_worker_imports_no_tensorflow_and_stays_under_200mb():
     facts = json.loads(out.stdout.strip().splitlines()[-1])
     assert not facts["tf"] and not facts["keras"] and not facts["ray"]
     assert facts["rss_mb"] < 200, facts
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "selu"])
+def test_results_stay_valid_when_later_calls_reuse_the_policys_buffers(activation):
+    from distributed_ac.bench import random_weights
+    from distributed_ac.policy import NUMPY_ACTIVATIONS, activation_fn, mlp_forward
+
+    cfg = Config(activation=activation)
+    space = probe_space("CartPole-v1")
+    policy = Policy(space, activation)
+    w = random_weights(cfg, space)
+    policy.load(w)
+    act = NUMPY_ACTIVATIONS.get(activation) or activation_fn(activation)[0]
+    rng = np.random.default_rng(0)
+    big, small = (rng.normal(size=(n, 4)).astype(np.float32) for n in (1500, 3))
+    values, logits = policy.value(big), policy.forward(big)
+    kept = values.copy(), logits.copy()
+    policy.value(small), policy.forward(small), policy.act(small, rng)  # same buffers, fewer rows
+    np.testing.assert_array_equal(values, kept[0])
+    np.testing.assert_array_equal(logits, kept[1])
+    np.testing.assert_allclose(values, mlp_forward(w.v_target, big, act)[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(policy.forward(small), mlp_forward(w.actor, small, act), rtol=1e-5, atol=1e-6)

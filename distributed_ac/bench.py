@@ -8,17 +8,24 @@ Phases, each a rate (the median of `repeats` timed windows, every window listed)
   broadcast  publish a Weights bundle and have every Ray worker load it     broadcasts/s
   e2e_sync / e2e_async   real training on local Ray (the loop after its first update)
 
-`env` and `worker` with W workers run W processes side by side (what W rollout workers
-could reach with no learner and no transport); the rest use this process as the
+`env` and `worker` with W workers run W fresh processes side by side (what W rollout
+workers could reach with no learner and no transport), each with the thread limits a
+Ray rollout worker gets before it imports NumPy; the rest use this process as the
 learner. Nothing here imports TensorFlow or Ray until a phase needs it. Memory:
-`extra.process_rss_mb` is the measuring process (with W = 1 this one, which may already
-hold TensorFlow from an earlier phase); a Ray rollout worker's own resident memory,
-after a collect, is broadcast's `extra.worker_rss_mb`.
+`extra.process_rss_mb` is the largest measuring process; a Ray rollout worker's own
+resident memory, after a collect, is broadcast's `extra.worker_rss_mb`.
+
+Pipeline efficiency (phase `efficiency`, derived, no run of its own): per (workers,
+envs per worker), e2e_async env steps/s over the slower of its two stages, the `worker`
+phase at that W and the `learner` phase at the batch size that e2e run trains on.
+1.0 means training runs as fast as its slowest stage alone; `extra.limited_by` names
+that stage. bench_report.py computes it; bench_cli.py emits it once a cell has all three.
 Tables, plots and --compare live in bench_report.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -35,7 +42,7 @@ from importlib import metadata
 import numpy as np
 
 from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config
+from distributed_ac.config import Config, batches_per_update
 from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
 
 UNITS = {"env": "env_steps/s", "worker": "env_steps/s", "learner": "samples/s",
@@ -213,28 +220,36 @@ def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue) -> None:
         queue.put((worker_id, {"error": f"{type(e).__name__}: {e}"}))
 
 
-def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
-    """env or worker phase with `workers` processes side by side (1 = this process)."""
-    if workers == 1:
-        from distributed_ac.rollout import THREAD_VARS
+@contextlib.contextmanager
+def _worker_thread_env(cpus: float):
+    """The thread variables a rollout worker sets, in this process's environment while
+    children start: a spawned child reads them when it imports NumPy, as a Ray worker
+    does (Ray sets OMP_NUM_THREADS before the actor's module loads). Set only later,
+    inside the child, OpenBLAS kept one thread per core: 4 threads on 2 cores with W = 2
+    made that worker phase 3.5-16x slower than with 1 thread each (RESULTS.md)."""
+    from distributed_ac.rollout import THREAD_VARS
 
-        saved = {k: os.environ.get(k) for k in THREAD_VARS}
-        try:
-            out = _measure_in_process(kind, cfg, 0, repeats, min_time)
-        finally:  # limit_threads set them for a worker; this process may load TensorFlow next
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        return record(kind, cfg, 1, out["rates"], cfg.envs_per_worker * cfg.rollout_length,
-                      process_rss_mb=round(out["rss_mb"], 1))
+    saved = {k: os.environ.get(k) for k in THREAD_VARS}
+    os.environ.update({k: str(max(1, int(cpus))) for k in THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
+    """env or worker phase with `workers` fresh processes side by side (W = 1 too)."""
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
     procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue))
              for i in range(workers)]
-    for p in procs:
-        p.start()
+    with _worker_thread_env(cfg.worker_cpus):
+        for p in procs:
+            p.start()
     results = [queue.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
@@ -247,8 +262,9 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
 
 
 def learner_batch_size(cfg: Config, workers: int) -> int:
-    """Samples in one update: one worker's batch (async), or all workers' (sync)."""
-    return cfg.rollout_length * cfg.envs_per_worker * (workers if cfg.mode == "sync" else 1)
+    """Samples in one update, as train() gathers them: all W workers' batches (sync), or
+    B of them (async; batches_per_update, auto ceil(W / 4))."""
+    return cfg.rollout_length * cfg.envs_per_worker * batches_per_update(cfg, workers)
 
 
 def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
@@ -353,5 +369,6 @@ def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) 
         rates.append(rec.steady_rate())
     return record(f"e2e_{mode}", cfg, workers, rates, per_update,
                   updates=summaries[-1]["updates"], dropped_batches=summaries[-1]["dropped_batches"],
+                  batches_per_update=summaries[-1]["batches_per_update"],
                   max_policy_lag=summaries[-1]["max_policy_lag"],
                   whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])

@@ -29,7 +29,7 @@ class BenchArgs:
     config: Optional[Path] = None
     """YAML file of config fields (env, model, batch shape); flags override it."""
     phases: tuple[Phase, ...] = ("env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async")
-    """Phases to measure, in this order."""
+    """Phases to measure, in this order. With worker, learner and e2e_async, each (workers, envs) also gets its pipeline efficiency."""
     sweep_workers: tuple[int, ...] = ()
     """Worker counts to sweep (default: --num-workers, or CPUs - 1 when that is 0)."""
     sweep_envs: tuple[int, ...] = ()
@@ -95,6 +95,7 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
         for w in workers_list:
             c = dataclasses.replace(cfg, envs_per_worker=n, num_workers=w,
                                     total_env_steps=max(cfg.total_env_steps, n * cfg.rollout_length))
+            cell = []
             for phase in phases:
                 if phase in ("env", "worker"):
                     rec = local_phase(phase, c, w, repeats, min_time)
@@ -105,8 +106,13 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
                     rec = broadcast_phase(c, w, repeats, min_time)
                 else:
                     rec = e2e_phase(c, w, phase[4:], repeats, e2e_updates)
-                records.append(rec)
+                cell.append(rec)
                 emit(json.dumps(rec))
+            # derived, once the cell has e2e_async, worker and learner
+            for rec in bench_report.pipeline_efficiency(cell):
+                cell.append(rec)
+                emit(json.dumps(rec))
+            records += cell
     return records
 
 
@@ -160,8 +166,14 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
     if records:
         print(bench_report.table(records), file=sys.stderr)
-        for (w, n), ratio in bench_report.efficiency(records).items():
-            print(f"efficiency e2e_async/env at {w} worker(s) x {n} envs: {ratio:.2f}", file=sys.stderr)
+        for r in records:
+            if r["phase"] == "efficiency":
+                x = r["extra"]
+                print(f"pipeline efficiency at {r['workers']} worker(s) x {r['envs_per_worker']} envs: "
+                      f"{r['value']:.2f} (e2e_async {x['e2e_steps_per_s']:,.0f} / {x['limited_by']} "
+                      f"{min(x['worker_steps_per_s'], x['learner_samples_per_s']):,.0f}; worker "
+                      f"{x['worker_steps_per_s']:,.0f}, learner {x['learner_samples_per_s']:,.0f})",
+                      file=sys.stderr)
     if args.png and records:
         print(f"plot: {bench_report.plot(records, args.png)}", file=sys.stderr)
     return 0

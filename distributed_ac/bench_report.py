@@ -1,4 +1,4 @@
-"""What `dac bench` shows: a table, the efficiency ratio, a PNG, and --compare.
+"""What `dac bench` shows: a table, the pipeline efficiency, a PNG, and --compare.
 
 All functions take the records bench.py writes (one dict per JSON line), so a saved
 .jsonl file can be re-reported or compared without re-measuring.
@@ -54,11 +54,15 @@ def compare(old: list[dict], new: list[dict]) -> list[dict]:
     return rows
 
 
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}"  # rates, or a ratio (efficiency)
+
+
 def format_compare(rows: list[dict], only_old: int = 0, only_new: int = 0) -> str:
     lines = [f"{'measurement':<58} {'old':>12} {'new':>12} {'new/old':>8}"]
     for r in rows:
         flag = "  slower" if r["ratio"] < 0.9 else ("  faster" if r["ratio"] > 1.1 else "")
-        lines.append(f"{r['what']:<58} {r['old']:>12,.0f} {r['new']:>12,.0f} {r['ratio']:>7.2f}x{flag}")
+        lines.append(f"{r['what']:<58} {_num(r['old']):>12} {_num(r['new']):>12} {r['ratio']:>7.2f}x{flag}")
     if only_old or only_new:
         lines.append(f"({only_old} measurement(s) only in OLD, {only_new} only in NEW)")
     return "\n".join(lines)
@@ -79,35 +83,63 @@ def _cells(records: list[dict]) -> tuple[list[tuple[int, int]], dict]:
     return combos, grid
 
 
-def efficiency(records: list[dict]) -> dict[tuple[int, int], float]:
-    """e2e_async / env steps/s per (workers, envs_per_worker): how close training runs
-    to the environment's own speed on as many processes."""
-    combos, grid = _cells(records)
-    out = {}
-    for w, n in combos:
-        e2e, env = grid.get((w, n, "e2e_async")), grid.get((w, n, "env"))
-        if e2e and env and env["value"]:
-            out[(w, n)] = e2e["value"] / env["value"]
+def _find(records: list[dict], phase: str, workers: int, envs: int, batch_size=None):
+    """The last record of `phase` for this cell (and this batch size, when given)."""
+    found = [r for r in records if r["phase"] == phase and r["workers"] == workers
+             and r["envs_per_worker"] == envs and batch_size in (None, r["batch_size"])]
+    return found[-1] if found else None
+
+
+def pipeline_efficiency(records: list[dict]) -> list[dict]:
+    """One `efficiency` record per (workers, envs_per_worker) that has e2e_async, worker
+    and learner: e2e_async env steps/s over the slowest stage, where the stages are the
+    workers' env + policy (the `worker` phase at that W) and the learner (the `learner`
+    phase at the batch size the e2e run trains on). 1.0 = training as fast as its
+    slowest stage alone; what is missing is transport, the driver loop, and the stages
+    sharing CPUs. `samples` holds each e2e run over the same slowest stage."""
+    out = []
+    for w, n in sorted({(r["workers"], r["envs_per_worker"]) for r in records}):
+        e2e = _find(records, "e2e_async", w, n)
+        worker = _find(records, "worker", w, n)
+        learner = e2e and _find(records, "learner", w, n, e2e["batch_size"])
+        if not (e2e and worker and learner) or min(worker["value"], learner["value"]) <= 0:
+            continue
+        stages = {"worker": worker["value"], "learner": learner["value"]}
+        limited_by = min(stages, key=stages.get)
+        slowest = stages[limited_by]
+        out.append({**e2e, "phase": "efficiency", "unit": "e2e_async/slowest stage",
+                    "value": round(e2e["value"] / slowest, 3),
+                    "samples": [round(x / slowest, 3) for x in e2e["samples"]],
+                    "extra": {"limited_by": limited_by, "e2e_steps_per_s": e2e["value"],
+                              "worker_steps_per_s": worker["value"],
+                              "learner_samples_per_s": learner["value"],
+                              "learner_device": learner["device"]}})
     return out
 
 
 def table(records: list[dict]) -> str:
-    """One row per (workers, envs_per_worker), one column per phase, medians."""
+    """One row per (workers, envs_per_worker), one column per phase, medians; the
+    pipeline efficiency last, with the stage that limits it."""
     combos, grid = _cells(records)
     phases = [p for p in ("env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async")
               if any(ph == p for _, _, ph in grid)]
-    eff = efficiency(records)
+    has_eff = any(ph == "efficiency" for _, _, ph in grid)
     head = f"{'workers':>7} {'envs/w':>7} " + " ".join(f"{p:>12}" for p in phases)
-    lines = [head + (f" {'e2e/env':>8}" if eff else "")]
+    lines = [head + (f" {'efficiency':>18}" if has_eff else "")]
     for w, n in combos:
         cells = []
         for p in phases:
             r = grid.get((w, n, p))
             cells.append(f"{'-':>12}" if r is None else
                          f"{r['extra']['ms']:>10.2f}ms" if p == "broadcast" else f"{r['value']:>12,.0f}")
-        ratio = f" {eff[(w, n)]:>8.2f}" if (w, n) in eff else (f" {'-':>8}" if eff else "")
-        lines.append(f"{w:>7} {n:>7} " + " ".join(cells) + ratio)
+        eff = grid.get((w, n, "efficiency"))
+        if has_eff:
+            cells.append(f"{'-':>18}" if eff is None else
+                         f"{eff['value']:>6.2f} ({eff['extra']['limited_by']:>7})")
+        lines.append(f"{w:>7} {n:>7} " + " ".join(cells))
     units = "env, worker, e2e: env steps/s; learner: samples/s; broadcast: ms per bundle to every worker"
+    if has_eff:
+        units += "\nefficiency: e2e_async / the slower stage alone (worker at that W, learner at its batch), and which"
     return "\n".join(lines + [units])
 
 

@@ -2,6 +2,7 @@
 on a tiny config, and the learner's device selection (on CPU). Speed is never asserted."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -37,10 +38,20 @@ def test_units_name_samples_for_the_learner_and_broadcasts_for_broadcast():
 
 
 @pytest.mark.parametrize("kind", ["env", "worker"])
-def test_env_and_worker_phases_measure_a_positive_rate_in_process(kind):
+def test_env_and_worker_phases_measure_a_positive_rate_in_a_fresh_process(kind):
     rec = bench.local_phase(kind, TINY, 1, repeats=2, min_time=0.05)
     assert rec["phase"] == kind and rec["repeats"] == 2 and rec["value"] > 0
     assert rec["batch_size"] == 8 and rec["extra"]["process_rss_mb"] > 0
+
+
+def test_measuring_processes_start_with_a_rollout_workers_thread_limits(monkeypatch):
+    from distributed_ac.rollout import THREAD_VARS
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with bench._worker_thread_env(2.5):
+        assert all(os.environ[k] == "2" for k in THREAD_VARS)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7" and "OMP_NUM_THREADS" not in os.environ
 
 
 def test_env_phase_with_two_workers_sums_two_processes():
@@ -70,8 +81,10 @@ def test_learner_phase_reports_samples_per_second_and_its_device():
     assert rec["extra"]["weights_export_ms"] > 0
 
 
-def test_learner_batch_is_one_workers_batch_in_async_and_all_workers_in_sync():
-    assert bench.learner_batch_size(TINY, 3) == 8
+def test_learner_batch_is_b_worker_batches_in_async_and_all_workers_in_sync():
+    assert bench.learner_batch_size(TINY, 3) == 8  # auto B = ceil(3 / 4) = 1
+    assert bench.learner_batch_size(TINY, 8) == 16  # auto B = 2, as train() gathers them
+    assert bench.learner_batch_size(Config(**{**vars(TINY), "batches_per_update": 3}), 3) == 24
     assert bench.learner_batch_size(Config(**{**vars(TINY), "mode": "sync"}), 3) == 24
 
 
@@ -94,7 +107,7 @@ def test_compare_prints_new_over_old_per_measurement(tmp_path, capsys):
     assert "2.00x" in out and "0.50x" in out and "1 measurement(s) only in OLD" in out
 
 
-def test_sweep_prints_json_lines_a_table_the_efficiency_and_draws_a_png(tmp_path, capsys):
+def test_sweep_prints_json_lines_a_table_and_draws_a_png(tmp_path, capsys):
     out, png = tmp_path / "b.jsonl", tmp_path / "b.png"
     code = cli.main(["bench", "--phases", "env", "worker", "--sweep-workers", "1",
                      "--sweep-envs", "2", "4", "--rollout-length", "4", "--hidden-sizes", "8",
@@ -109,11 +122,74 @@ def test_sweep_prints_json_lines_a_table_the_efficiency_and_draws_a_png(tmp_path
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_efficiency_is_e2e_async_over_env_for_the_same_workers_and_envs():
-    recs = [bench.record("env", TINY, 1, [1000.0], 8), bench.record("e2e_async", TINY, 1, [250.0], 8),
-            bench.record("env", TINY, 2, [2000.0], 8)]
-    assert bench_report.efficiency(recs) == {(1, 2): 0.25}
-    assert "0.25" in bench_report.table(recs)
+def cell(w, worker, learner, e2e, batch=8, e2e_samples=None):
+    """Hand-built records of one (workers, envs) cell: worker, learner and e2e_async."""
+    return [bench.record("worker", TINY, w, [worker], 8), bench.record("learner", TINY, w, [learner], batch),
+            bench.record("e2e_async", TINY, w, e2e_samples or [e2e], 8)]
+
+
+def test_efficiency_divides_e2e_by_the_slower_stage_and_names_it():
+    recs = cell(1, worker=2000.0, learner=1000.0, e2e=800.0) + cell(2, worker=500.0, learner=1000.0,
+                                                                      e2e=250.0, e2e_samples=[200.0, 250.0, 300.0])
+    eff = {r["workers"]: r for r in bench_report.pipeline_efficiency(recs)}
+    assert eff[1]["phase"] == "efficiency" and eff[1]["value"] == 0.8
+    assert eff[1]["extra"]["limited_by"] == "learner"
+    assert (eff[1]["extra"]["worker_steps_per_s"], eff[1]["extra"]["learner_samples_per_s"]) == (2000.0, 1000.0)
+    assert eff[2]["value"] == 0.5 and eff[2]["extra"]["limited_by"] == "worker"
+    assert eff[2]["samples"] == [0.4, 0.5, 0.6] and eff[2]["envs_per_worker"] == 2
+    assert json.loads(json.dumps(eff[2])) == eff[2] and SCHEMA <= set(eff[2])
+
+
+def test_efficiency_uses_only_the_learner_at_the_e2e_batch_size_and_needs_all_three():
+    wrong_batch = cell(1, worker=2000.0, learner=1000.0, e2e=800.0, batch=64)
+    assert bench_report.pipeline_efficiency(wrong_batch) == []
+    both = wrong_batch + [bench.record("learner", TINY, 1, [4000.0], 8)]
+    assert bench_report.pipeline_efficiency(both)[0]["extra"]["limited_by"] == "worker"
+    assert bench_report.pipeline_efficiency(cell(1, 2000.0, 1000.0, 800.0)[1:]) == []  # no worker
+    assert bench_report.pipeline_efficiency(cell(1, 2000.0, 1000.0, 800.0)[:2]) == []  # no e2e
+
+
+def test_table_and_compare_show_the_efficiency_as_a_ratio():
+    old = cell(1, worker=2000.0, learner=1000.0, e2e=650.0)
+    old += bench_report.pipeline_efficiency(old)
+    new = cell(1, worker=2000.0, learner=1000.0, e2e=850.0)
+    new += bench_report.pipeline_efficiency(new)
+    text = bench_report.table(new)
+    assert "efficiency" in text.splitlines()[0] and "0.85 (learner)" in text
+    row = [r for r in bench_report.compare(old, new) if r["what"].startswith("efficiency")][0]
+    assert row["ratio"] == pytest.approx(0.85 / 0.65)
+    assert "0.650" in bench_report.format_compare([row]) and "0.850" in bench_report.format_compare([row])
+
+
+def test_sweep_emits_each_cells_efficiency_after_its_phases(monkeypatch):
+    def fake_rate(phase, value):
+        return lambda c, w, *a, **k: bench.record(phase, c, w, [value * w], 8)
+
+    monkeypatch.setattr(bench_cli, "local_phase", lambda kind, c, w, *a: bench.record(kind, c, w, [3000.0], 8))
+    monkeypatch.setattr(bench_cli, "learner_phase", lambda c, space, b, r, t, w: bench.record("learner", c, w, [1000.0], b))
+    monkeypatch.setattr(bench_cli, "e2e_phase", fake_rate("e2e_async", 400.0))
+    lines = []
+    bench_cli.sweep(TINY, ("worker", "learner", "e2e_async"), (1, 2), (2,), 1, 0.05, 1, emit=lines.append)
+    recs = [json.loads(x) for x in lines]
+    assert [(r["phase"], r["workers"]) for r in recs] == [
+        ("worker", 1), ("learner", 1), ("e2e_async", 1), ("efficiency", 1),
+        ("worker", 2), ("learner", 2), ("e2e_async", 2), ("efficiency", 2)]
+    assert [r["value"] for r in recs if r["phase"] == "efficiency"] == [0.4, 0.8]
+
+
+@pytest.mark.e2e
+def test_a_real_sweep_reports_the_pipeline_efficiency_of_a_tiny_run(capsys):
+    code = cli.main(["bench", "--phases", "worker", "learner", "e2e_async", "--sweep-workers", "1",
+                     "--sweep-envs", "2", "--rollout-length", "4", "--hidden-sizes", "8",
+                     "--repeats", "1", "--min-time", "0.05", "--e2e-updates", "5"])
+    captured = capsys.readouterr()
+    assert code == 0
+    recs = [json.loads(x) for x in captured.out.splitlines() if x.startswith("{")]
+    eff = [r for r in recs if r["phase"] == "efficiency"]
+    assert len(eff) == 1 and eff[0]["value"] > 0 and eff[0]["extra"]["limited_by"] in ("worker", "learner")
+    slowest = min(eff[0]["extra"]["worker_steps_per_s"], eff[0]["extra"]["learner_samples_per_s"])
+    assert eff[0]["value"] == pytest.approx(eff[0]["extra"]["e2e_steps_per_s"] / slowest, abs=1e-3)
+    assert "pipeline efficiency at 1 worker(s) x 2 envs" in captured.err
 
 
 def test_bad_sweep_flags_exit_2_with_one_line(capsys):

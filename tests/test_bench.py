@@ -1,5 +1,6 @@
 """`dac bench`: the JSON line schema, --compare ratios, the sweep -> table/PNG/JSONL path
-on a tiny config, and the learner's device selection (on CPU). Speed is never asserted."""
+on a tiny config, the pipeline efficiency, and the benchmark scripts. Speed is never
+asserted."""
 
 import json
 import os
@@ -11,7 +12,6 @@ import tensorflow as tf
 from distributed_ac import bench, bench_cli, bench_report, cli
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
-from distributed_ac.learner import Learner, pick_device
 from distributed_ac.rollout import RolloutWorker
 
 TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden_sizes=(8,))
@@ -205,104 +205,6 @@ def test_gpu_sweep_says_no_gpu_on_a_machine_without_one(capsys, monkeypatch):
 
 def test_process_age_counts_from_this_process_start():
     assert 0 < bench.process_age_s() < 24 * 3600
-
-
-# ---- device selection (checked on CPU with a pretend GPU) ---------------------------
-def fake_gpus(monkeypatch, n):
-    real = tf.config.list_physical_devices
-    monkeypatch.setattr(tf.config, "list_physical_devices",
-                        lambda kind=None: [object()] * n if kind == "GPU" else real(kind))
-
-
-@pytest.mark.parametrize("choice, gpus, expected", [
-    ("auto", 1, "/GPU:0"), ("gpu", 1, "/GPU:0"), ("cpu", 1, "/CPU:0"),
-    ("auto", 0, "/CPU:0"), ("cpu", 0, "/CPU:0")])
-def test_pick_device_uses_a_visible_gpu_unless_told_cpu(monkeypatch, choice, gpus, expected):
-    fake_gpus(monkeypatch, gpus)
-    assert pick_device(choice) == expected
-
-
-def test_asking_for_a_gpu_without_one_fails_with_a_clear_message(monkeypatch):
-    fake_gpus(monkeypatch, 0)
-    with pytest.raises(RuntimeError, match="no GPU"):
-        pick_device("gpu")
-
-
-def test_learner_variables_live_on_the_picked_device():
-    learner = Learner(TINY, probe_space("CartPole-v1"))
-    assert learner.device == pick_device("auto")
-    variables = (learner.nets.actor_variables + learner.nets.critic_variables
-                 + list(learner.actor_opt.variables) + list(learner.critic_opt.variables))
-    for v in variables:
-        assert v.value.device.endswith(learner.device.lstrip("/")), (v.path, v.value.device)
-
-
-# ---- what the speed work must not change -------------------------------------------
-def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
-    from distributed_ac.networks import path_variables
-
-    cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000, target_sync_every=2)
-    worker = RolloutWorker(cfg, limit_cpus=False)
-    learner = Learner(cfg, worker.space)
-    for update in range(1, 5):
-        learner.step(worker.collect(learner.weights()))
-        w = learner.weights()
-        assert (w.version, w.target_version) == (update, update // 2)
-        for got, var in zip(w.actor, path_variables(learner.nets.actor_path)):
-            np.testing.assert_array_equal(got, var.numpy())
-        for got, var in zip(w.v_target, path_variables(learner.nets.target_path)):
-            np.testing.assert_array_equal(got, var.numpy())
-    bad = worker.collect(learner.weights())
-    bad.rewards[0, 0] = np.nan
-    assert "learning_rate_actor" not in learner.step(bad)  # skipped: nothing moves
-    for got, var in zip(learner.weights().actor, path_variables(learner.nets.actor_path)):
-        np.testing.assert_array_equal(got, var.numpy())
-
-
-def test_warm_up_runs_the_step_without_changing_any_state():
-    cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000)
-    worker = RolloutWorker(cfg, limit_cpus=False)
-    learner = Learner(cfg, worker.space)
-    state = lambda: [v.numpy().copy() for v in learner.nets.actor.trainable_variables  # noqa: E731
-                     + learner.nets.critic.trainable_variables + learner.nets.v_target.weights
-                     + learner.actor_opt.variables + learner.critic_opt.variables]
-    before = state()
-    learner.warm_up()
-    assert all(np.array_equal(a, b) for a, b in zip(before, state()))
-    assert (learner.updates, learner.policy_version, learner.target_version) == (0, 0, 0)
-    assert learner.skipped_updates == 0
-    learner.step(worker.collect(learner.weights()))
-    assert learner.policy_version == 1
-
-
-def test_matplotlib_is_hidden_only_while_tensorflow_loads():
-    import subprocess
-    import sys
-
-    code = ("import importlib, sys\n"
-            "from distributed_ac.startup import _without_matplotlib\n"
-            "with _without_matplotlib():\n"
-            "    try:\n"
-            "        import matplotlib\n"
-            "        raise SystemExit('matplotlib was importable')\n"
-            "    except ImportError:\n"
-            "        pass\n"
-            "import matplotlib.pyplot\n"
-            "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
-
-
-def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
-    from distributed_ac import policy as policy_mod
-
-    worker = RolloutWorker(TINY, limit_cpus=False)
-    pol = policy_mod.Policy(worker.space, "tanh")
-    pol.load(bench.random_weights(TINY, worker.space))
-    obs = np.random.default_rng(0).standard_normal((3 * policy_mod.VALUE_BLOCK + 7, 4)).astype(np.float32)
-    whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
-    np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)
-    assert pol.value(obs).shape == (len(obs),)
 
 
 def _load_benchmark(name):

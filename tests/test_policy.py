@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import distributions
+from distributed_ac import bench, distributions
 from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
 from distributed_ac.learner import Learner
 from distributed_ac.policy import Policy
+from distributed_ac.rollout import RolloutWorker
 
 
 def _actor_out(learner, x):
@@ -109,3 +110,18 @@ def test_results_stay_valid_when_later_calls_reuse_the_policys_buffers(activatio
     np.testing.assert_array_equal(logits, kept[1])
     np.testing.assert_allclose(values, mlp_forward(w.v_target, big, act)[:, 0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(policy.forward(small), mlp_forward(w.actor, small, act), rtol=1e-5, atol=1e-6)
+
+
+TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden_sizes=(8,))
+
+
+def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
+    from distributed_ac import policy as policy_mod
+
+    worker = RolloutWorker(TINY, limit_cpus=False)
+    pol = policy_mod.Policy(worker.space, "tanh")
+    pol.load(bench.random_weights(TINY, worker.space))
+    obs = np.random.default_rng(0).standard_normal((3 * policy_mod.VALUE_BLOCK + 7, 4)).astype(np.float32)
+    whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
+    np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)
+    assert pol.value(obs).shape == (len(obs),)

@@ -107,3 +107,21 @@ def test_more_workers_than_cores_asked_for_share_the_cores_instead_of_waiting(tm
     started = {line.split(":")[0] for line in out.stderr.splitlines()
                if line.startswith("worker ") and " resident" in line}
     assert started == {f"worker {i}" for i in range(workers)}, out.stderr[-2000:]
+
+
+def test_matplotlib_is_hidden_only_while_tensorflow_loads():
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys\n"
+            "from distributed_ac.startup import _without_matplotlib\n"
+            "with _without_matplotlib():\n"
+            "    try:\n"
+            "        import matplotlib\n"
+            "        raise SystemExit('matplotlib was importable')\n"
+            "    except ImportError:\n"
+            "        pass\n"
+            "import matplotlib.pyplot\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -69,9 +69,12 @@ def test_eight_async_workers_on_two_cores_use_every_batch_and_solve_cartpole():
     """Eight workers share the 2 cores, so batches come back late, as on a big cluster.
     One batch an update (the loop before batches_per_update) ran at lag ~W and dropped
     21% of batches at W=8 (max_policy_lag was 8); two batches an update keep the mean lag
-    near 4 and V-trace takes the tail (max 12-13 seen). Seed 0 solved at 238k steps."""
+    near 4 and V-trace takes the tail (max 8-13 seen). An entropy bonus of 0.01, as in the
+    W = 24 benchmark (RESULTS.md): without it, this config's policy can collapse under
+    the lag patterns of a loaded machine (one CI-like run read < 475 at 600k). Seed 0
+    solved at 206k steps here."""
     summary, _ = dac_train("--config", FAST_CONFIG, "--num-workers", "8", "--seed", "0",
-                           "--total-env-steps", "600000")
+                           "--entropy-coef", "0.01", "--total-env-steps", "1000000")
     assert summary["workers"] == 8 and summary["batches_per_update"] == 2, summary
     assert summary["dropped_pct"] <= 5.0, summary
     assert summary["solved"] and summary["mean_return_100"] >= 475, summary

@@ -270,6 +270,9 @@ def learner_batch_size(cfg: Config, workers: int) -> int:
 def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
                   min_time: float, workers: int = 1) -> dict:
     """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length)."""
+    from distributed_ac.quiet import load_tensorflow
+
+    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
     from distributed_ac.learner import Learner
 
     T = cfg.rollout_length

@@ -118,8 +118,9 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
 
 def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=print) -> list[dict]:
     """Learner-only samples/s on the GPU for each batch size; [] (and a note) without one."""
-    import tensorflow as tf
+    from distributed_ac.quiet import load_tensorflow
 
+    tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
     if not tf.config.list_physical_devices("GPU"):
         print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
         return []

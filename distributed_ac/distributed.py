@@ -131,8 +131,8 @@ class RayPool:
         # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
         # starts in a plain worker process (~0.3 s) instead of waiting for Ray's runtime-env
         # agent to prepare one (~1.5 s).
-        self._cls = ray.remote(_PlacedRolloutWorker).options(
-            num_cpus=cfg.worker_cpus, scheduling_strategy="SPREAD")
+        self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": "SPREAD"}
+        self._cls = ray.remote(_PlacedRolloutWorker).options(**self._options)
         self.workers = [self._new_worker(i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}
         self._published: tuple[int, int, ray.ObjectRef] | None = None
@@ -308,9 +308,9 @@ class RayPool:
     def _new_worker_off(self, worker: int, node: str):
         """A new actor for the slot on another node than `node` if one has room now, else
         wherever Ray finds room (a node that was only slow to answer is not lost)."""
-        cls = ray.remote(_PlacedRolloutWorker).options(  # self._cls's options, plus the node
-            num_cpus=self.cfg.worker_cpus, scheduling_strategy="SPREAD",
-            label_selector={NODE_ID_LABEL: f"!{node}"},
+        # Ray's options wrapper takes no further options: a new one, with self._cls's plus the node
+        cls = ray.remote(_PlacedRolloutWorker).options(
+            **self._options, label_selector={NODE_ID_LABEL: f"!{node}"},
             fallback_strategy=[{"label_selector": {}}])
         return cls.remote(self.cfg, worker)
 

@@ -108,9 +108,10 @@ class SerialPool:
 
         state = {}
         for i, w in enumerate(self.workers):
+            if len(self._actions[i]) > 1:  # joined once: the next save adds only new steps
+                self._actions[i] = [np.concatenate(self._actions[i])]
             acts = self._actions[i]
-            state[f"worker_{i}_actions"] = (np.concatenate(acts) if acts
-                                            else w.empty_actions())
+            state[f"worker_{i}_actions"] = acts[0] if acts else w.empty_actions()
             state[f"worker_{i}_rng"] = generator_words(w.rng)
         return state
 

@@ -36,8 +36,13 @@ NO_GPU_LINES = (r"cuda_platform\.cc:\d+\] failed call to cuInit",)
 _lock = threading.Lock()  # fd 2 is process-wide: one redirection at a time
 
 
+def has_nvidia_device() -> bool:
+    """Whether this machine has an NVIDIA GPU device node (no TensorFlow needed to ask)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def _known() -> re.Pattern:
-    patterns = KNOWN_LINES + (NO_GPU_LINES if not glob.glob("/dev/nvidia[0-9]*") else ())
+    patterns = KNOWN_LINES + (NO_GPU_LINES if not has_nvidia_device() else ())
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import glob
 import sys
 
 from distributed_ac.config import Config
 from distributed_ac.errors import DeviceError
 from distributed_ac.pool import Pool, SerialPool
-from distributed_ac.quiet import load_tensorflow
+from distributed_ac.quiet import has_nvidia_device, load_tensorflow
 
 
 def check_device(choice: str) -> None:
@@ -23,7 +22,7 @@ def check_device(choice: str) -> None:
     TensorFlow's own check (learner.pick_device) needs its 3-s import and comes after
     Ray has started; the device nodes say "no GPU here" at once. A machine that has
     them but no CUDA-enabled TensorFlow is still refused by pick_device, later."""
-    if choice == "gpu" and not glob.glob("/dev/nvidia[0-9]*"):
+    if choice == "gpu" and not has_nvidia_device():
         raise DeviceError("--device gpu: this machine has no NVIDIA GPU (no /dev/nvidia* "
                           "device); use --device auto or cpu")
 

@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tyro  # noqa: E402
 
 from distributed_ac.config import Config, load_yaml  # noqa: E402
-from distributed_ac.errors import BadInput, RunStopped, UsageError  # noqa: E402
+from distributed_ac.errors import BadInput, Interrupted, RunStopped, UsageError  # noqa: E402
 from distributed_ac.flags import check_writable, parse_flags  # noqa: E402
 from distributed_ac.rundir import open_run, saved_config  # noqa: E402
 from distributed_ac.startup import shutdown_ray  # noqa: E402
@@ -196,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a file the OS refused mid-way (disk full, permissions changed)
         print(f"dac: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up)
+    except Interrupted as e:  # a stop signal while `dac train` started up
+        print("dac: interrupted", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:  # Ctrl-C in any other command, or before train's handlers
         print("dac: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
     finally:

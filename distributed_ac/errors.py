@@ -24,6 +24,20 @@ class DeviceError(BadInput, RuntimeError):
     """The learner device asked for (--device gpu) is not there."""
 
 
+class Interrupted(BaseException):
+    """A stop signal arrived during start-up, before the run began; `dac` exits 128 + N.
+
+    Raised by our own code at a safe point (between start-up steps), never from inside a
+    signal handler: an exception thrown into whatever the main thread happens to run can
+    land inside an import and leave the interpreter's import lock held (the learner
+    thread importing TensorFlow then waits forever), or inside library code that
+    swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 class RunStopped(RuntimeError):
     """The run cannot go on; its last checkpoint stays usable."""
 

@@ -59,7 +59,7 @@ def _without_matplotlib():
             del sys.modules["matplotlib"]
 
 
-def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool):
+def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool, stop=None):
     """Import TensorFlow, build the Learner and warm its step up on a thread while this
     one starts Ray and the workers: on the 2-core machine the two (~4.5 s each) then
     overlap instead of adding up. Ray stays on the main thread: the servers it starts
@@ -67,16 +67,29 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
 
     Ray is imported before the thread starts: both imports are mostly Python holding the
     GIL, and alongside TensorFlow's Ray's took 2.2 s instead of 0.6 s and held back
-    everything Ray starts (learner and worker ready at 8.2-9.3 s instead of 7.2-8.0 s)."""
+    everything Ray starts (learner and worker ready at 8.2-9.3 s instead of 7.2-8.0 s).
+
+    `stop` (train.StopSignals) turns Ctrl-C into a flag while both threads import: it is
+    checked here between steps and raises errors.Interrupted (see there for why)."""
     load_ray(cfg, address)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
         building = ex.submit(_warm_learner, cfg, space)
         pool = make_pool(cfg, address, dashboard)
         try:
-            return pool, building.result()
+            return pool, _result_unless_stopped(building, stop)
         except BaseException:
             pool.close()
             raise
+
+
+def _result_unless_stopped(future: concurrent.futures.Future, stop):
+    while True:
+        if stop is not None:
+            stop.check_startup()
+        try:
+            return future.result(timeout=0.1)
+        except concurrent.futures.TimeoutError:
+            pass
 
 
 def _warm_learner(cfg: Config, space):

@@ -33,7 +33,7 @@ from distributed_ac.batch import Batch
 from distributed_ac.config import Config, batches_per_update
 from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.envs import probe_space
-from distributed_ac.errors import NonFiniteLossError, RunStopped
+from distributed_ac.errors import Interrupted, NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
 from distributed_ac.pool import Pool
 from distributed_ac.startup import check_device, start_pool_and_learner
@@ -95,11 +95,13 @@ class RunState:
 
 
 class StopSignals:
-    """SIGINT / SIGTERM set a flag that the loop checks between updates.
+    """SIGINT / SIGTERM set a flag that start-up and the loop check at safe points.
 
-    The first one lets the current update finish and the final checkpoint be written; a
-    second Ctrl-C raises KeyboardInterrupt at once. Handlers go in only on the main
-    thread (Python allows no other) and the previous ones come back on exit.
+    The first one during the loop lets the current update finish and the final
+    checkpoint be written; during start-up it ends the run before it begins
+    (`check_startup`). A second Ctrl-C raises KeyboardInterrupt at once. Handlers go in
+    only on the main thread (Python allows no other) and the previous ones come back on
+    exit.
     """
 
     def __init__(self):
@@ -107,10 +109,23 @@ class StopSignals:
         self._previous: dict = {}
 
     def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+        self.reclaim()
         return self
+
+    def reclaim(self) -> None:
+        """(Re)install the handlers: ray.init puts its own SIGTERM handler in."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if sig == signal.SIGINT and self.received:
+                continue  # the second Ctrl-C stays an abort
+            previous = signal.signal(sig, self._handle)
+            self._previous.setdefault(sig, previous)
+
+    def check_startup(self) -> None:
+        """Raise Interrupted if a stop signal came before the run began."""
+        if self.received:
+            raise Interrupted(self.received)
 
     def _handle(self, signum, frame) -> None:
         self.received = signal.Signals(signum)
@@ -138,23 +153,25 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     check_device(cfg.device)
     if address:
         check_address(address)  # seconds, where Ray would retry a silent address for minutes
-    pool, learner = start_pool_and_learner(cfg, space, address, dashboard)
-    try:
-        run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
-        with Trainer(cfg, run, pool, space, resume, progress, learner) as trainer, \
-                StopSignals() as stop:
-            for info in pool.placement():
-                trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on node "
-                                      f"{info['node_ip']} ({info['node']}), "
-                                      f"{info['rss_mb']:.0f} MB resident")
-            try:
-                trainer.loop(stop)
-            except RunStopped as e:
-                trainer.stop_on_error(e)
-                raise
-            trainer.finish(stop)
-    finally:
-        pool.close()
+    with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
+        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop)
+        try:
+            stop.reclaim()
+            stop.check_startup()
+            run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
+            with Trainer(cfg, run, pool, space, resume, progress, learner) as trainer:
+                for info in pool.placement():
+                    trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
+                                          f"node {info['node_ip']} ({info['node']}), "
+                                          f"{info['rss_mb']:.0f} MB resident")
+                try:
+                    trainer.loop(stop)
+                except RunStopped as e:
+                    trainer.stop_on_error(e)
+                    raise
+                trainer.finish(stop)
+        finally:
+            pool.close()
     return trainer.summary(time.monotonic() - start, stop)
 
 

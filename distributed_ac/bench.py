@@ -17,7 +17,10 @@ resident memory, after a collect, is broadcast's `extra.worker_rss_mb`.
 
 Pipeline efficiency (phase `efficiency`, derived, no run of its own): per (workers,
 envs per worker), e2e_async env steps/s over the slower of its two stages, the `worker`
-phase at that W and the `learner` phase at the batch size that e2e run trains on.
+phase at that W and the `learner` phase at the batch size that e2e run trains on and
+with the TensorFlow threads `dac train` gives the learner at that W on local Ray
+(config.learner_threads: the cores the workers leave, at least 1). `learner` and the e2e
+phases each run in a fresh process, since TensorFlow fixes its threads at its first op.
 1.0 means training runs as fast as its slowest stage alone; `extra.limited_by` names
 that stage. bench_report.py computes it; bench_cli.py emits it once a cell has all three.
 Tables, plots and --compare live in bench_report.py.
@@ -25,6 +28,7 @@ Tables, plots and --compare live in bench_report.py.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -42,7 +46,7 @@ from importlib import metadata
 import numpy as np
 
 from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config, batches_per_update
+from distributed_ac.config import Config, batches_per_update, learner_threads
 from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
 
 UNITS = {"env": "env_steps/s", "worker": "env_steps/s", "learner": "samples/s",
@@ -268,11 +272,14 @@ def learner_batch_size(cfg: Config, workers: int) -> int:
 
 
 def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
-                  min_time: float, workers: int = 1) -> dict:
-    """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length)."""
+                  min_time: float, workers: int = 1, threads: int | None = None) -> dict:
+    """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length), with
+    `threads` TensorFlow threads if TensorFlow has not run an op yet in this process."""
     from distributed_ac.quiet import load_tensorflow
+    from distributed_ac.startup import set_tf_threads
 
-    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    set_tf_threads(tf, threads)
     from distributed_ac.learner import Learner
 
     T = cfg.rollout_length
@@ -289,7 +296,24 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
         learner.weights()
     weights_ms = (time.perf_counter() - t0) / 20 * 1e3
     return record("learner", cfg, workers, rates, T * N, device=learner.device,
-                  first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3))
+                  first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3),
+                  tf_threads=learner.threads or None)
+
+
+def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: int,
+                           min_time: float) -> dict:
+    """The learner stage as the pipeline at W workers runs it: its batch size, and the
+    TensorFlow threads that train() gives it on local Ray (config.learner_threads), in
+    a fresh process, since TensorFlow fixes its threads at its first op."""
+    threads = learner_threads(_ray_cfg(cfg, workers), local=True)
+    return in_fresh_process(learner_phase, cfg, space, learner_batch_size(cfg, workers),
+                            repeats, min_time, workers, threads)
+
+
+def in_fresh_process(fn, *args):
+    """fn(*args) in a spawned process; its return value (or its exception) comes back."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        return ex.submit(fn, *args).result()
 
 
 def _start_local_ray():
@@ -356,7 +380,13 @@ class Recorder:
 
 
 def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:
-    """Real training on local Ray for `updates` updates, `repeats` separate runs."""
+    """Real training on local Ray for `updates` updates, `repeats` separate runs, in a
+    fresh process (the learner's TensorFlow threads are set as `dac train` sets them)."""
+    return in_fresh_process(_e2e_runs, cfg, workers, mode, repeats, updates)
+
+
+def _e2e_runs(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:
+    from distributed_ac.startup import shutdown_ray
     from distributed_ac.train import train
 
     cfg = dataclasses.replace(_ray_cfg(cfg, workers), mode=mode, serial=False,
@@ -365,13 +395,17 @@ def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) 
     cfg = dataclasses.replace(cfg, total_env_steps=max(updates, 2) * per_update)
     _start_local_ray()
     rates, summaries = [], []
-    for _ in range(repeats):
-        rec = Recorder()
-        with tempfile.TemporaryDirectory(prefix="dac-bench-") as run_dir:
-            summaries.append(train(cfg, progress=rec, run_dir=run_dir))
-        rates.append(rec.steady_rate())
+    try:
+        for _ in range(repeats):
+            rec = Recorder()
+            with tempfile.TemporaryDirectory(prefix="dac-bench-") as run_dir:
+                summaries.append(train(cfg, progress=rec, run_dir=run_dir))
+            rates.append(rec.steady_rate())
+    finally:
+        shutdown_ray()
     return record(f"e2e_{mode}", cfg, workers, rates, per_update,
                   updates=summaries[-1]["updates"], dropped_batches=summaries[-1]["dropped_batches"],
                   batches_per_update=summaries[-1]["batches_per_update"],
                   max_policy_lag=summaries[-1]["max_policy_lag"],
+                  learner_tf_threads=learner_threads(cfg, local=True),
                   whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])

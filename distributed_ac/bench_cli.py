@@ -13,8 +13,8 @@ from typing import Annotated, Literal, Optional
 import tyro
 
 from distributed_ac import bench_report
-from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_batch_size, learner_phase,
-                                  local_phase)
+from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_phase, local_phase,
+                                  pipeline_learner_phase)
 from distributed_ac.config import Config, ConfigError, load_yaml
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import UsageError
@@ -101,7 +101,7 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
                     rec = local_phase(phase, c, w, repeats, min_time)
                 elif phase == "learner":
                     space = space or probe_space(c.env, c.vectorization)
-                    rec = learner_phase(c, space, learner_batch_size(c, w), repeats, min_time, w)
+                    rec = pipeline_learner_phase(c, space, w, repeats, min_time)
                 elif phase == "broadcast":
                     rec = broadcast_phase(c, w, repeats, min_time)
                 else:

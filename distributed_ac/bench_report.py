@@ -113,7 +113,8 @@ def pipeline_efficiency(records: list[dict]) -> list[dict]:
                     "extra": {"limited_by": limited_by, "e2e_steps_per_s": e2e["value"],
                               "worker_steps_per_s": worker["value"],
                               "learner_samples_per_s": learner["value"],
-                              "learner_device": learner["device"]}})
+                              "learner_device": learner["device"],
+                              "learner_tf_threads": learner["extra"].get("tf_threads")}})
     return out
 
 

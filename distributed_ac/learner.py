@@ -61,6 +61,7 @@ class Learner:
     def __init__(self, cfg: Config, space: EnvSpace):
         self.cfg, self.space = cfg, space
         self.device = pick_device(cfg.device)
+        self.threads = tf.config.threading.get_intra_op_parallelism_threads()  # 0 = TF's default
         log.info("learner device: %s", self.device)
         keras.utils.set_random_seed(cfg.seed)
         with tf.device(self.device):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import sys
 
-from distributed_ac.config import Config
+from distributed_ac.config import Config, learner_threads
 from distributed_ac.errors import DeviceError
 from distributed_ac.pool import Pool, SerialPool
 from distributed_ac.quiet import has_nvidia_device, load_tensorflow
+
+log = logging.getLogger(__name__)
 
 
 def check_device(choice: str) -> None:
@@ -73,7 +76,7 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
     checked here between steps and raises errors.Interrupted (see there for why)."""
     load_ray(cfg, address)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
-        building = ex.submit(_warm_learner, cfg, space)
+        building = ex.submit(_warm_learner, cfg, space, learner_threads(cfg, local=not address))
         pool = make_pool(cfg, address, dashboard)
         try:
             return pool, _result_unless_stopped(building, stop)
@@ -92,14 +95,31 @@ def _result_unless_stopped(future: concurrent.futures.Future, stop):
             pass
 
 
-def _warm_learner(cfg: Config, space):
+def _warm_learner(cfg: Config, space, threads: int | None):
     with _without_matplotlib():
-        load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+        tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
         from distributed_ac.learner import Learner
+
+    set_tf_threads(tf, threads)
 
     learner = Learner(cfg, space)
     learner.warm_up()
     return learner
+
+
+def set_tf_threads(tf, threads: int | None) -> None:
+    """TensorFlow's intra- and inter-op threads, before its first op (None: its default).
+
+    In a process where TensorFlow has already run ops they are fixed; that is said, not
+    raised, since the learner works either way."""
+    if threads is None:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        log.info("TensorFlow threads already fixed at %d (asked for %d)",
+                 tf.config.threading.get_intra_op_parallelism_threads(), threads)
 
 
 def shutdown_ray() -> None:

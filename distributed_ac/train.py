@@ -201,7 +201,8 @@ class Trainer:
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
         gathered = "" if cfg.mode == "sync" else f", {self.per_update} worker batch(es) an update"
-        self.progress.note(f"learner on {self.learner.device} at {pool.learner_node()}; "
+        threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
+        self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
                            f"{len(pool)} rollout worker(s), {cfg.envs_per_worker} envs each, "
                            f"mode {cfg.mode}{gathered}")
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from distributed_ac import bench, bench_cli, bench_report, cli
-from distributed_ac.config import Config
+from distributed_ac.config import Config, learner_threads
 from distributed_ac.envs import probe_space
 from distributed_ac.rollout import RolloutWorker
 
@@ -166,7 +166,8 @@ def test_sweep_emits_each_cells_efficiency_after_its_phases(monkeypatch):
         return lambda c, w, *a, **k: bench.record(phase, c, w, [value * w], 8)
 
     monkeypatch.setattr(bench_cli, "local_phase", lambda kind, c, w, *a: bench.record(kind, c, w, [3000.0], 8))
-    monkeypatch.setattr(bench_cli, "learner_phase", lambda c, space, b, r, t, w: bench.record("learner", c, w, [1000.0], b))
+    monkeypatch.setattr(bench_cli, "pipeline_learner_phase", lambda c, space, w, r, t: bench.record(
+        "learner", c, w, [1000.0], bench.learner_batch_size(c, w)))
     monkeypatch.setattr(bench_cli, "e2e_phase", fake_rate("e2e_async", 400.0))
     lines = []
     bench_cli.sweep(TINY, ("worker", "learner", "e2e_async"), (1, 2), (2,), 1, 0.05, 1, emit=lines.append)
@@ -190,6 +191,9 @@ def test_a_real_sweep_reports_the_pipeline_efficiency_of_a_tiny_run(capsys):
     slowest = min(eff[0]["extra"]["worker_steps_per_s"], eff[0]["extra"]["learner_samples_per_s"])
     assert eff[0]["value"] == pytest.approx(eff[0]["extra"]["e2e_steps_per_s"] / slowest, abs=1e-3)
     assert "pipeline efficiency at 1 worker(s) x 2 envs" in captured.err
+    # the learner stage ran as the pipeline runs it on this machine's cores
+    assert eff[0]["extra"]["learner_tf_threads"] == learner_threads(
+        Config(num_workers=1, worker_cpus=min(1.0, os.cpu_count())), local=True)
 
 
 def test_bad_sweep_flags_exit_2_with_one_line(capsys):

@@ -65,19 +65,19 @@ def test_fast_config_solves_cartpole_within_160k_env_steps_on_local_ray():
     assert summary["max_policy_lag"] == 1, summary
 
 
-@pytest.mark.xfail(strict=False, reason="read < 475 at 1M in two fresh-clone full-suite runs "
-                   "(passed in the project venv and alone): async learning at W = 8 varies "
-                   "with the machine's timing; the floor needs more seeds to set")
 def test_eight_async_workers_on_two_cores_use_every_batch_and_solve_cartpole():
     """Eight workers share the 2 cores, so batches come back late, as on a big cluster.
     One batch an update (the loop before batches_per_update) ran at lag ~W and dropped
     21% of batches at W=8 (max_policy_lag was 8); two batches an update keep the mean lag
-    near 4 and V-trace takes the tail (max 8-13 seen). An entropy bonus of 0.01, as in the
-    W = 24 benchmark (RESULTS.md): without it, this config's policy can collapse under
-    the lag patterns of a loaded machine (one CI-like run read < 475 at 600k). Seed 0
-    solved at 206k steps here."""
+    near 4 and V-trace takes the tail (max 8-31 seen).
+
+    The fast config is tuned for one worker; at W = 8 its actor_lr of 3e-3 collapsed the
+    policy to a deterministic one (entropy 1e-4, gradient 0) in 1 of 5 seeds on a quiet
+    machine, and seed 0 read < 475 at 1M in two fresh-clone suite runs. Half of it (1.5e-3)
+    with an entropy bonus of 0.01 solved seeds 0-11, in 196k-248k steps."""
     summary, _ = dac_train("--config", FAST_CONFIG, "--num-workers", "8", "--seed", "0",
-                           "--entropy-coef", "0.01", "--total-env-steps", "1000000")
+                           "--entropy-coef", "0.01", "--actor-lr", "0.0015",
+                           "--total-env-steps", "1000000")
     assert summary["workers"] == 8 and summary["batches_per_update"] == 2, summary
     assert summary["dropped_pct"] <= 5.0, summary
     assert summary["solved"] and summary["mean_return_100"] >= 475, summary

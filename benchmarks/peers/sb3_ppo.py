@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""Peer benchmark: Stable-Baselines3 PPO with the rl-baselines3-zoo tuned hyperparameters.
+
+    python benchmarks/peers/sb3_ppo.py --env LunarLander-v3 --steps 1000000 --seed 0 \
+        --out results.jsonl [--torch-threads 1] [--curve curve.csv]
+
+Runs in its own virtual environment (benchmarks/peers/README.md): torch is not a
+dependency of distributed_ac.
+
+What it reports, measured the way `dac train` reports its own runs:
+  mean_return_100  mean of the RAW returns (undiscounted, unnormalised env reward, as the
+                   Monitor wrapper records them, below any VecNormalize) of the last 100
+                   episodes finished within the budget, at the end of the budget (not the
+                   peak); over fewer episodes if fewer finished, null if none did.
+  env_steps        training stops at the first vector step that reaches --steps, so
+                   env_steps = --steps rounded up to a multiple of n_envs; the partial
+                   rollout collected last is not trained on.
+  wall_s           seconds from after the imports to the end of training: env and model
+                   construction plus model.learn (setup_s and learn_s split it);
+                   steps_per_s = env_steps / wall_s.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+PEER = "sb3-ppo"
+
+# rl-baselines3-zoo tuned PPO hyperparameters, copied from hyperparams/ppo.yml of
+# https://github.com/DLR-RM/rl-baselines3-zoo (file as of commit eec15dc, 2026-04-01;
+# repository HEAD 22e3ff2). Keys are the zoo's own, values verbatim; the zoo key each
+# entry comes from is in "zoo_key":
+#   LunarLander-v3, LunarLanderContinuous-v3, Pendulum-v1: the zoo's entries of those ids
+#     (older zoo files call the LunarLander ones -v2, with the same values).
+#   HalfCheetah-v5, Hopper-v5: the zoo's tuned HalfCheetah-v4 / Hopper-v4 entries (the zoo
+#     has no v5 entries; the values are unchanged since its -v3 entries).
+# How the zoo applies them (rl_zoo3/exp_manager.py), reproduced in build() below:
+#   n_envs (default 1) copies, each in a Monitor, in a DummyVecEnv, seeded with --seed;
+#   normalize: true -> VecNormalize(norm_obs=True, norm_reward=True, gamma=<the PPO gamma>);
+#   "lin_X" for learning_rate / clip_range -> X * progress_remaining (X down to 0; none of
+#   these five entries uses one, but the parser is here for any that does);
+#   policy_kwargs are the zoo's dict(...) strings, with activation_fn named as "nn.ReLU".
+# n_timesteps is the zoo's own budget, kept for reference; --steps sets the budget here.
+# Every PPO argument not listed takes SB3's default (learning_rate 3e-4, clip_range 0.2,
+# batch_size 64, n_epochs 10, vf_coef 0.5, max_grad_norm 0.5, ...); the JSON line records
+# the values the model actually used under "ppo_effective".
+ZOO_PPO: dict[str, dict] = {
+    "LunarLander-v3": {
+        "zoo_key": "LunarLander-v3",
+        "n_envs": 16,
+        "n_timesteps": 1e6,
+        "policy": "MlpPolicy",
+        "n_steps": 1024,
+        "batch_size": 64,
+        "gae_lambda": 0.98,
+        "gamma": 0.999,
+        "n_epochs": 4,
+        "ent_coef": 0.01,
+    },
+    "LunarLanderContinuous-v3": {
+        "zoo_key": "LunarLanderContinuous-v3",
+        "n_envs": 16,
+        "n_timesteps": 1e6,
+        "policy": "MlpPolicy",
+        "n_steps": 1024,
+        "batch_size": 64,
+        "gae_lambda": 0.98,
+        "gamma": 0.999,
+        "n_epochs": 4,
+        "ent_coef": 0.01,
+    },
+    "Pendulum-v1": {  # "# Tuned"
+        "zoo_key": "Pendulum-v1",
+        "n_envs": 4,
+        "n_timesteps": 1e5,
+        "policy": "MlpPolicy",
+        "n_steps": 1024,
+        "gae_lambda": 0.95,
+        "gamma": 0.9,
+        "n_epochs": 10,
+        "ent_coef": 0.0,
+        "learning_rate": 1e-3,
+        "clip_range": 0.2,
+        "use_sde": True,
+        "sde_sample_freq": 4,
+    },
+    "HalfCheetah-v5": {  # "# Tuned"
+        "zoo_key": "HalfCheetah-v4",
+        "normalize": True,
+        "n_envs": 1,
+        "policy": "MlpPolicy",
+        "n_timesteps": 1e6,
+        "batch_size": 64,
+        "n_steps": 512,
+        "gamma": 0.98,
+        "learning_rate": 2.0633e-05,
+        "ent_coef": 0.000401762,
+        "clip_range": 0.1,
+        "n_epochs": 20,
+        "gae_lambda": 0.92,
+        "max_grad_norm": 0.8,
+        "vf_coef": 0.58096,
+        "policy_kwargs": {
+            "log_std_init": -2,
+            "ortho_init": False,
+            "activation_fn": "nn.ReLU",
+            "net_arch": {"pi": [256, 256], "vf": [256, 256]},
+        },
+    },
+    "Hopper-v5": {  # "# Tuned"
+        "zoo_key": "Hopper-v4",
+        "normalize": True,
+        "n_envs": 1,
+        "policy": "MlpPolicy",
+        "n_timesteps": 1e6,
+        "batch_size": 32,
+        "n_steps": 512,
+        "gamma": 0.999,
+        "learning_rate": 9.80828e-05,
+        "ent_coef": 0.00229519,
+        "clip_range": 0.2,
+        "n_epochs": 5,
+        "gae_lambda": 0.99,
+        "max_grad_norm": 0.7,
+        "vf_coef": 0.835671,
+        "policy_kwargs": {
+            "log_std_init": -2,
+            "ortho_init": False,
+            "activation_fn": "nn.ReLU",
+            "net_arch": {"pi": [256, 256], "vf": [256, 256]},
+        },
+    },
+}
+ZOO_SOURCE = "DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml @ eec15dc"
+
+CURVE_EVERY = 10_000  # env steps between learning-curve rows
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        print(f"sb3_ppo.py: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = _Parser(description="SB3 PPO peer benchmark (rl-zoo tuned hyperparameters).")
+    p.add_argument("--env", required=True, help="one of: " + ", ".join(ZOO_PPO))
+    p.add_argument("--steps", type=int, required=True, help="env-step budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="JSONL file; one line is appended")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch.set_num_threads (default 1: the machine has 2 cores)")
+    p.add_argument("--curve", default=None,
+                   help=f"CSV of env_steps,wall_s,mean_return_100 every ~{CURVE_EVERY} steps")
+    a = p.parse_args(argv)
+    if a.env not in ZOO_PPO:
+        p.error(f"unknown env {a.env!r}; known: {', '.join(ZOO_PPO)}")
+    if a.steps <= 0:
+        p.error(f"--steps must be positive, got {a.steps}")
+    if a.torch_threads <= 0:
+        p.error(f"--torch-threads must be positive, got {a.torch_threads}")
+    return a
+
+
+def _schedule(value):
+    """A zoo schedule value: 'lin_X' -> X * progress_remaining; a number -> itself."""
+    if isinstance(value, str):
+        if not value.startswith("lin_"):
+            raise ValueError(f"unsupported schedule {value!r}")
+        initial = float(value[len("lin_"):])
+        return lambda progress_remaining: progress_remaining * initial
+    return value
+
+
+def build(env_id: str, seed: int):
+    """The zoo's env stack and PPO model for env_id, as rl_zoo3's ExperimentManager makes them."""
+    import torch.nn as nn
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    hp = dict(ZOO_PPO[env_id])
+    for k in ("zoo_key", "n_timesteps"):
+        hp.pop(k)
+    n_envs = hp.pop("n_envs", 1)
+    normalize = hp.pop("normalize", False)
+    policy = hp.pop("policy")
+    for k in ("learning_rate", "clip_range"):
+        if k in hp:
+            hp[k] = _schedule(hp[k])
+    if "policy_kwargs" in hp:
+        pk = dict(hp["policy_kwargs"])
+        if "activation_fn" in pk:
+            pk["activation_fn"] = getattr(nn, pk["activation_fn"].removeprefix("nn."))
+        hp["policy_kwargs"] = pk
+
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    if normalize:
+        nkw = {} if normalize is True else dict(normalize)
+        if "gamma" in hp:
+            nkw["gamma"] = hp["gamma"]
+        env = VecNormalize(env, **nkw)
+    model = PPO(policy, env, seed=seed, device="cpu", verbose=0, **hp)
+    return model, env
+
+
+def make_callback(budget: int, t0: float, curve_path: str | None):
+    import collections
+    import time
+
+    import numpy as np
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Recorder(BaseCallback):
+        """Raw episode returns from the Monitor infos; stops at the budget; writes the curve."""
+
+        def __init__(self):
+            super().__init__()
+            self.returns: collections.deque = collections.deque(maxlen=100)
+            self.episodes = 0
+            self.next_row = CURVE_EVERY
+            self.last_row = -1  # env_steps of the last curve row written
+            self._curve = None
+            if curve_path:
+                self._curve = open(curve_path, "w")
+                self._curve.write("env_steps,wall_s,mean_return_100\n")
+
+        def mean_return(self) -> float:
+            return float(np.mean(self.returns)) if self.returns else float("nan")
+
+        def row(self) -> None:
+            if self._curve is not None:
+                self.last_row = self.num_timesteps
+                self._curve.write(f"{self.num_timesteps},{time.perf_counter() - t0:.3f},"
+                                  f"{self.mean_return():.4f}\n")
+                self._curve.flush()
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                ep = info.get("episode")
+                if ep is not None:  # Monitor: raw return, whatever VecNormalize does above it
+                    self.returns.append(float(ep["r"]))
+                    self.episodes += 1
+            if self.num_timesteps >= self.next_row:
+                self.row()
+                while self.next_row <= self.num_timesteps:
+                    self.next_row += CURVE_EVERY
+            return self.num_timesteps < budget
+
+        def close(self) -> None:
+            if self._curve is not None:
+                if self.last_row != self.num_timesteps:  # the end of the budget, once
+                    self.row()
+                self._curve.close()
+                self._curve = None
+
+    return Recorder()
+
+
+def _versions() -> dict:
+    from importlib import metadata
+    import platform
+
+    out = {"python": platform.python_version()}
+    for dist in ("stable-baselines3", "torch", "gymnasium", "numpy", "mujoco", "box2d"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _machine() -> dict:
+    import os
+    import platform
+
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu_count": os.cpu_count(), "cpu_model": model, "platform": platform.platform()}
+
+
+def _finite_or_none(x: float):
+    return None if x != x else round(x, 4)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import datetime
+    import json
+    import os
+    import time
+
+    try:
+        import gymnasium as gym
+        import torch
+        import stable_baselines3  # noqa: F401
+    except ImportError as e:
+        print(f"sb3_ppo.py: {e} (install benchmarks/peers/requirements.txt in a separate venv)",
+              file=sys.stderr)
+        return 1
+
+    torch.set_num_threads(args.torch_threads)
+    for path in (args.out, args.curve):
+        if path and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    t0 = time.perf_counter()  # after the imports
+    try:
+        model, env = build(args.env, args.seed)
+    except gym.error.DependencyNotInstalled as e:
+        print(f"sb3_ppo.py: {args.env} needs a package that is not installed: {e}", file=sys.stderr)
+        return 1
+    setup_s = time.perf_counter() - t0
+    rec = make_callback(args.steps, t0, args.curve)
+    t1 = time.perf_counter()
+    try:
+        model.learn(total_timesteps=args.steps, callback=rec)
+    finally:
+        rec.close()
+        env.close()
+    t2 = time.perf_counter()
+    wall_s, learn_s = t2 - t0, t2 - t1
+
+    hp = ZOO_PPO[args.env]
+    eff = {k: getattr(model, k) for k in ("n_steps", "batch_size", "n_epochs", "gamma",
+                                          "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm",
+                                          "use_sde", "sde_sample_freq", "normalize_advantage",
+                                          "target_kl")}
+    eff["n_envs"] = model.n_envs
+    eff["learning_rate_initial"] = float(model.lr_schedule(1.0))
+    eff["clip_range_initial"] = float(model.clip_range(1.0))
+    eff["vec_normalize"] = model.get_vec_normalize_env() is not None
+    eff["net_arch"] = model.policy.net_arch
+    eff["activation_fn"] = model.policy.activation_fn.__name__
+    eff["ortho_init"] = model.policy.ortho_init
+    record = {
+        "peer": PEER,
+        "env": args.env,
+        "seed": args.seed,
+        "steps": args.steps,
+        "env_steps": int(model.num_timesteps),
+        "mean_return_100": _finite_or_none(rec.mean_return()),
+        "episodes_in_mean": len(rec.returns),
+        "episodes": rec.episodes,
+        "wall_s": round(wall_s, 3),
+        "setup_s": round(setup_s, 3),
+        "learn_s": round(learn_s, 3),
+        "steps_per_s": round(model.num_timesteps / wall_s, 1),
+        "torch_threads": torch.get_num_threads(),
+        "hyperparams": hp,
+        "hyperparams_source": ZOO_SOURCE,
+        "ppo_effective": eff,
+        "versions": _versions(),
+        "machine": _machine(),
+        "curve": args.curve,
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    line = json.dumps(record)
+    with open(args.out, "a") as f:
+        f.write(line + "\n")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("sb3_ppo.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -13,6 +13,8 @@ import dataclasses
 
 import numpy as np
 
+from distributed_ac.normalization import merge_all, normalize_np
+
 
 @dataclasses.dataclass
 class Batch:
@@ -30,6 +32,9 @@ class Batch:
     episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     nonfinite: str = ""  # why this batch must not be trained on ('' = all finite)
+    # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
+    # (normalize_reward; zeros otherwise, which the learner's merge ignores)
+    return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
 
     @property
     def env_steps(self) -> int:
@@ -62,11 +67,24 @@ class Batch:
             worker_id=-1,
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
+            return_moments=merge_all([b.return_moments for b in batches]),
         )
 
 
 ARRAY_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "mask",
                 "behaviour_logp", "values")
+
+
+@dataclasses.dataclass
+class ObsNorm:
+    """The learner's observation statistics as the policy applies them (normalize_obs)."""
+
+    mean: np.ndarray  # [obs_dim] float32
+    inv_std: np.ndarray  # [obs_dim] float32: 1 / sqrt(var + eps)
+    clip: float
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return normalize_np(obs, self.mean, self.inv_std, self.clip)
 
 
 @dataclasses.dataclass
@@ -83,6 +101,7 @@ class Weights:
     target_version: int
     actor: list[np.ndarray]
     v_target: list[np.ndarray]
+    obs_norm: ObsNorm | None = None  # applied to observations before both networks
 
     def actor_parts(self, discrete: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         """The actor's dense [W0, b0, ...] and its log_std (None for Discrete actions)."""

@@ -84,7 +84,10 @@ def _numpy(var):
 
 
 def _model_objects(nets) -> dict:
-    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target}
+    """What evaluate and export need: the networks, and the observation statistics with
+    normalize_obs (only then, so runs without it keep their checkpoint layout)."""
+    norm = {"obs_norm": nets.obs_norm} if nets.obs_norm is not None else {}
+    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target, **norm}
 
 
 class Checkpointer:
@@ -94,7 +97,9 @@ class Checkpointer:
     def __init__(self, run: RunDir, learner, state, keep: int, pool=None):
         self.learner, self.state, self.pool = learner, state, pool
         self.mirror = TrainState({**state.arrays(), **learner.state()})
-        self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets),
+        returns = ({"return_stats": learner.return_stats} if learner.return_stats is not None
+                   else {})
+        self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets), **returns,
                                         actor_optimizer=learner.actor_opt,
                                         critic_optimizer=learner.critic_opt, train_state=self.mirror)
         self.manager = tf.train.CheckpointManager(self.ckpt, str(run.checkpoints),

@@ -89,6 +89,12 @@ class Config:
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
 
     # --- learning ----------------------------------------------------------------
+    normalize_obs: bool = False
+    """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported)."""
+    obs_clip: float = 10.0
+    """With normalize_obs: normalised observations are clipped to [-obs_clip, obs_clip]."""
+    normalize_reward: bool = False
+    """Divide rewards by the running standard deviation of the discounted return (VecNormalize-style), before reward_scale."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
@@ -188,6 +194,7 @@ def _check_ranges(c: Config) -> None:
         (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),
         (c.batches_per_update >= 0, "batches_per_update must be >= 0 (0 = auto)"),
         (c.learner_threads >= 0, "learner_threads must be >= 0 (0 = auto)"),
+        (c.obs_clip > 0, "obs_clip must be > 0"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),

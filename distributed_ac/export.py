@@ -6,7 +6,8 @@
 
 Actions are deterministic: the argmax of the logits (plus the Discrete space's start),
 or the Gaussian mean squashed by tanh and rescaled to the Box, exactly as the workers'
-policy acts with `deterministic=True`. The networks are saved as plain variables with
+policy acts with `deterministic=True`. Observations go in raw: a run trained with
+normalize_obs has its statistics baked in. The networks are saved as plain variables with
 a tf.function forward pass, so serving depends on nothing but TensorFlow; the same two
 functions are the SavedModel's signatures `serving_default` (action) and `value`.
 """
@@ -30,6 +31,9 @@ class PolicyModule(tf.Module):
         copy = lambda layers: [tf.Variable(v.numpy(), trainable=False)  # noqa: E731
                                for v in path_variables(layers)]
         self.actor_params, self.critic_params = copy(nets.actor_path), copy(nets.critic_path)
+        # normalize_obs: the statistics as constants of the graph, so it takes raw observations
+        self._norm = None if nets.obs_norm is None else (
+            *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
         self._activation = keras.activations.get(activation)  # traced into plain TF ops
         self._space = space
         obs = tf.TensorSpec([None, space.obs_dim], tf.float32, name="obs")
@@ -44,8 +48,14 @@ class PolicyModule(tf.Module):
                 x = self._activation(x)
         return x
 
+    def _input(self, obs):
+        if self._norm is None:
+            return obs
+        mean, inv_std, clip = self._norm
+        return tf.clip_by_value((obs - mean) * inv_std, -clip, clip)
+
     def _action(self, obs):
-        out = self._mlp(self.actor_params, obs)
+        out = self._mlp(self.actor_params, self._input(obs))
         s = self._space
         if s.discrete:
             return tf.argmax(out, axis=-1) + s.action_start
@@ -53,7 +63,7 @@ class PolicyModule(tf.Module):
                              tf.constant(s.action_high, tf.float32))
 
     def _value(self, obs):
-        return self._mlp(self.critic_params, obs)[:, 0]
+        return self._mlp(self.critic_params, self._input(obs))[:, 0]
 
 
 def export(run_dir: str | Path, out: str | Path) -> dict:

@@ -21,14 +21,16 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac import distributions, losses, returns
-from distributed_ac.batch import Batch, Weights
+from distributed_ac.batch import Batch, ObsNorm, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
 from distributed_ac.errors import DeviceError, NonFiniteLossError
-from distributed_ac.networks import (actor_bundle_variables, build_networks, path_variables,
-                                     sync_target)
+from distributed_ac.networks import (RunningMoments, actor_bundle_variables, build_networks,
+                                     path_variables, sync_target)
 
 log = logging.getLogger(__name__)
+
+REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (VecNormalize's)
 
 
 class NoGradientError(RuntimeError):
@@ -74,6 +76,8 @@ class Learner:
                                              cfg.adam_epsilon, "critic_adam")
             self.actor_opt.build(self.nets.actor_variables)
             self.critic_opt.build(self.nets.critic_variables)
+            self.return_stats = (RunningMoments(1, "return_stats") if cfg.normalize_reward
+                                 else None)
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0], tf.float32)
         self.updates = 0
         self.skipped_updates = 0  # non-finite loss or gradient: not applied
@@ -93,10 +97,10 @@ class Learner:
         self._metric_names: list[str] = []  # the order of the step's packed metrics (set by tracing)
 
     def _compile(self, sync: bool):
-        def train_step(obs, actions, per_step, values):
+        def train_step(obs, actions, per_step, values, return_moments):
             rewards, term, trunc, mask, behaviour_logp = tf.unstack(per_step)
             return self._step_graph(obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                                    values, sync=sync)
+                                    values, return_moments, sync=sync)
 
         return tf.function(train_step, input_signature=self._signature(), autograph=False)
 
@@ -114,7 +118,7 @@ class Learner:
         # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
         # concrete function's call costs ~60 us of Python per argument it binds.
         return [tf.TensorSpec([T, None, d], f32), act, tf.TensorSpec([5, T, None], f32),
-                tf.TensorSpec([T + 1, None], f32)]
+                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
 
     # ---- the compiled step ----------------------------------------------------
     def _policy_terms(self, flat_obs, actions, shape):
@@ -149,11 +153,13 @@ class Learner:
         return (adv - mean) * tf.math.rsqrt(var + 1e-8) * mask
 
     def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                    sync=False):
+                    return_moments, sync=False):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
-        flat_obs = tf.reshape(obs, [-1, self.space.obs_dim])
-        rewards = rewards * c.reward_scale
+        raw_obs = tf.reshape(obs, [-1, self.space.obs_dim])
+        # the statistics the workers acted with; this batch is merged in only after
+        flat_obs = nets.obs_norm(raw_obs) if nets.obs_norm is not None else raw_obs
+        rewards = self._scaled_rewards(rewards, return_moments)
         with tf.GradientTape(persistent=True) as tape:
             logp, entropy = self._policy_terms(flat_obs, actions, shape)
             v = tf.reshape(nets.critic(flat_obs), shape)
@@ -180,6 +186,10 @@ class Learner:
             self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
             if sync:  # V_target <- V after this update (the variant step() picks when due)
                 sync_target(nets, c.target_tau)
+            if nets.obs_norm is not None:
+                nets.obs_norm.merge_samples(raw_obs)
+            if self.return_stats is not None:
+                self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
             return tf.constant(True)
 
         # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
@@ -198,9 +208,22 @@ class Learner:
         return packed, self._actor_tensors(), [tf.identity(v.value) for v in
                                                path_variables(nets.target_path)]
 
+    def _scaled_rewards(self, rewards, return_moments):
+        """reward_scale, after dividing by the discounted return's running std
+        (normalize_reward; the statistics before this batch, as for observations)."""
+        if self.return_stats is not None:  # clipped as VecNormalize clips them
+            rewards = tf.clip_by_value(rewards * self.return_stats.inv_std()[0],
+                                       -REWARD_CLIP, REWARD_CLIP)
+        return rewards * self.cfg.reward_scale
+
     def _actor_tensors(self) -> list:
-        """The actor's part of a Weights bundle, read inside the step."""
-        return [tf.identity(v.value) for v in actor_bundle_variables(self.nets)]
+        """The actor's part of a Weights bundle (then the observation statistics' mean
+        and 1 / std with normalize_obs), read inside the step."""
+        tensors = [tf.identity(v.value) for v in actor_bundle_variables(self.nets)]
+        norm = self.nets.obs_norm
+        if norm is not None:
+            tensors += [tf.cast(norm.mean, tf.float32), norm.inv_std()]
+        return tensors
 
     @staticmethod
     def _clipped(tape, loss, variables, clip, loss_name):
@@ -219,7 +242,8 @@ class Learner:
         sync = (self.updates + 1) % self.cfg.target_sync_every == 0
         with tf.device(self.device):
             out, actor, target = self._step_fn(sync)(batch.obs, batch.actions,
-                                                     pack_per_step(batch), batch.values)
+                                                     pack_per_step(batch), batch.values,
+                                                     batch.return_moments)
         return dict(zip(self._metric_names, out.numpy().tolist())), actor, target, sync
 
     def step(self, batch: Batch) -> dict[str, float]:
@@ -237,7 +261,7 @@ class Learner:
         self._nonfinite_streak = 0
         self.updates += 1
         self.policy_version += 1
-        self._actor_arrays = (self.policy_version, [a.numpy() for a in actor])
+        self._actor_arrays = (self.policy_version, [a.numpy() for a in actor])  # (+ obs stats)
         if sync:  # the step already synced V_target
             self.target_version += 1
             self._target_arrays = [t.numpy() for t in target]
@@ -277,10 +301,16 @@ class Learner:
 
     def weights(self) -> Weights:
         """The versioned bundle the workers act and bootstrap with."""
+        norm = self.nets.obs_norm
         if self._actor_arrays is not None and self._actor_arrays[0] == self.policy_version:
             actor = self._actor_arrays[1]  # what the last step returned
         else:
             actor = [v.numpy() for v in actor_bundle_variables(self.nets)]
+            actor += list(norm.numpy_params()) if norm is not None else []
         if self._target_arrays is None:  # V_target changes only on sync
             self._target_arrays = [v.numpy() for v in path_variables(self.nets.target_path)]
-        return Weights(self.policy_version, self.target_version, actor, self._target_arrays)
+        obs_norm = None
+        if norm is not None:  # the step returned the statistics after the actor's arrays
+            actor, obs_norm = actor[:-2], ObsNorm(actor[-2], actor[-1], norm.clip)
+        return Weights(self.policy_version, self.target_version, actor, self._target_arrays,
+                       obs_norm)

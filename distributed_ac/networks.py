@@ -8,7 +8,8 @@ Two topologies:
 Every network is a chain of Dense layers, and `Networks.*_path` lists those layers from
 observation to output, which is how Weights bundles are laid out for the NumPy policy.
 V_target always has its own variables (its own trunk copy too): it is V, frozen between
-syncs.
+syncs. With normalize_obs, all three read observations through one ObsNormalizer (the
+running statistics; the Keras models themselves take normalised input).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+from distributed_ac import normalization
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
 
@@ -38,6 +41,55 @@ class LogStd(keras.layers.Layer):
         return {**super().get_config(), "dim": self.dim, "init": self.init}
 
 
+class RunningMoments(tf.Module):
+    """count, mean and var of a stream of [B, dim] samples, as float64 tf.Variables
+    (checkpointed with the networks). Starts at mean 0, var 1 and count 0: normalising
+    before any data changes nothing."""
+
+    def __init__(self, dim: int, name: str):
+        super().__init__(name=name)
+        f64 = tf.float64
+        self.count = tf.Variable(tf.zeros([], f64), trainable=False, name="count")
+        self.mean = tf.Variable(tf.zeros([dim], f64), trainable=False, name="mean")
+        self.var = tf.Variable(tf.ones([dim], f64), trainable=False, name="var")
+
+    def merge(self, n_b, mean_b, var_b) -> None:
+        """Fold a batch's moments in (graph ops; a batch of count 0 changes nothing)."""
+        n_b, mean_b, var_b = (tf.cast(t, tf.float64) for t in (n_b, mean_b, var_b))
+        n, mean, var = normalization.chan_merge(self.count, self.mean, self.var, n_b, mean_b, var_b)
+        keep = n_b > 0
+        self.count.assign(tf.where(keep, n, self.count))
+        self.mean.assign(tf.where(keep, mean, self.mean))
+        self.var.assign(tf.where(keep, var, self.var))
+
+    def merge_samples(self, x) -> None:
+        """Fold in the moments of x [B, dim]."""
+        x = tf.cast(x, tf.float64)
+        mean, var = tf.nn.moments(x, axes=[0])
+        self.merge(tf.cast(tf.shape(x)[0], tf.float64), mean, var)
+
+    def inv_std(self):
+        return tf.cast(tf.math.rsqrt(self.var + normalization.EPS), tf.float32)
+
+
+class ObsNormalizer(RunningMoments):
+    """The observation statistics and their use (normalization.py says how and why)."""
+
+    def __init__(self, dim: int, clip: float):
+        super().__init__(dim, name="obs_norm")
+        self.clip = clip
+
+    def __call__(self, obs):
+        mean = tf.cast(self.mean, tf.float32)
+        return tf.clip_by_value((obs - mean) * self.inv_std(), -self.clip, self.clip)
+
+    def numpy_params(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, 1 / std) as float32, what the NumPy policy and an export apply."""
+        return (self.mean.numpy().astype(np.float32),
+                (1.0 / np.sqrt(self.var.numpy() + normalization.EPS)).astype(np.float32))
+
+
+
 @dataclasses.dataclass
 class Networks:
     actor: keras.Model  # obs -> logits, or [mean, log_std]
@@ -48,6 +100,7 @@ class Networks:
     target_path: list  # Dense layers obs -> V_target
     log_std: LogStd | None
     shared_trunk: list  # the trunk's Dense layers (empty when separate)
+    obs_norm: ObsNormalizer | None = None  # running observation statistics (normalize_obs)
 
     @property
     def actor_variables(self) -> list:
@@ -108,7 +161,9 @@ def build_networks(cfg: Config, space: EnvSpace) -> Networks:
     t_inp = keras.Input(shape=(space.obs_dim,), name="obs")
     v_target = keras.Model(t_inp, _chain(t_inp, target_path), name="v_target")
     v_target.trainable = False
-    nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared)
+    obs_norm = ObsNormalizer(space.obs_dim, cfg.obs_clip) if cfg.normalize_obs else None
+    nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared,
+                    obs_norm)
     sync_target(nets, 1.0)
     return nets
 

@@ -133,6 +133,7 @@ class Policy:
         self.half_range = space.half_range
         self.log_half_range = np.log(self.half_range).sum(dtype=np.float32) if not space.discrete else 0.0
         self.weights: Weights | None = None
+        self._obs_norm = None
         self._actor = MLP(activation, self.act_fn)
         self._target = MLP(activation, self.act_fn)
 
@@ -145,6 +146,11 @@ class Policy:
             self._log_std = None if log_std is None else np.asarray(log_std, np.float32)
             self._target_layers = [np.asarray(p, np.float32) for p in weights.v_target]
             self._actor.params, self._target.params = self._actor_layers, self._target_layers
+            self._obs_norm = weights.obs_norm
+
+    def _input(self, obs: np.ndarray) -> np.ndarray:
+        """Observations as both networks take them (normalised with normalize_obs)."""
+        return obs if self._obs_norm is None else self._obs_norm(obs)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V_target(obs) for obs [B, obs_dim] -> [B], in blocks of VALUE_BLOCK rows.
@@ -153,6 +159,7 @@ class Policy:
         16-step batch (17k rows) ran at about half the speed.
         """
         out = np.empty(len(obs), np.float32)
+        obs = self._input(obs)
         for i in range(0, len(obs), VALUE_BLOCK):
             out[i:i + VALUE_BLOCK] = self._target(obs[i:i + VALUE_BLOCK])[:, 0]
         return out
@@ -160,7 +167,7 @@ class Policy:
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Actor output: logits [B, K] (Discrete) or Gaussian mean of u [B, A] (Box).
         A fresh array; act() reads the reused buffer directly."""
-        return self._actor(obs).copy()
+        return self._actor(self._input(obs)).copy()
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
         """Sample actions for obs [B, obs_dim].
@@ -169,7 +176,7 @@ class Policy:
         Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
         the env receives, `logp` is log pi(stored | obs) including the tanh Jacobian.
         """
-        out = self._actor(obs)  # a reused buffer: both samplers only read it
+        out = self._actor(self._input(obs))  # a reused buffer: both samplers only read it
         if self.space.discrete:
             return self._act_discrete(out, rng, deterministic)
         return self._act_box(out, rng, deterministic)

@@ -14,6 +14,7 @@ from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import make_vector_env, space_of, sub_env_of
 from distributed_ac.errors import EnvStepError, NonFiniteError
+from distributed_ac.normalization import moments
 from distributed_ac.policy import Policy
 
 
@@ -69,6 +70,9 @@ class RolloutWorker:
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
+        # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
+        self._disc_return = np.zeros(self.num_envs, np.float64) if cfg.normalize_reward else None
+        self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
 
     def _as_obs(self, obs) -> np.ndarray:
         return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
@@ -92,6 +96,8 @@ class RolloutWorker:
         self._after_done[:] = False
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
+        if self._disc_return is not None:
+            self._disc_return[:] = 0.0
 
     def empty_actions(self) -> np.ndarray:
         """A [0, N, ...] array of the stored-action dtype (no step taken yet)."""
@@ -118,6 +124,10 @@ class RolloutWorker:
         self._ep_return += np.where(real, r, 0.0)
         self._ep_length += real
         done = np.logical_or(te, tr) & real
+        if self._disc_return is not None:
+            self._disc_return = self._disc_return * self.cfg.gamma + np.where(real, r, 0.0)
+            self._disc_sample = self._disc_return[real]  # a fresh array (fancy indexing)
+            self._disc_return[done] = 0.0
         ended = None
         if done.any():
             ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
@@ -135,7 +145,7 @@ class RolloutWorker:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
         T, N = self.cfg.rollout_length, self.num_envs
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths = [], []
+        returns, lengths, disc = [], [], []
         for _ in range(T):
             obs.append(self._obs)
             stored, env_action, lp = self.policy.act(self._obs, self.rng)
@@ -146,6 +156,7 @@ class RolloutWorker:
             term.append(te)
             trunc.append(tr)
             mask.append(real)
+            disc.append(self._disc_sample)
             if ended is not None:
                 returns.append(ended[0])
                 lengths.append(ended[1])
@@ -170,6 +181,7 @@ class RolloutWorker:
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             nonfinite=nonfinite,
+            return_moments=moments(np.concatenate(disc)),
         )
 
     def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:

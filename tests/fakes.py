@@ -67,3 +67,16 @@ class ThousandSteps(Countdown):
 
     def __init__(self):
         super().__init__(length=1000)
+
+
+OBS_SCALE, OBS_OFFSET = np.float32(1000.0), np.float32(1000.0)
+
+
+def ScaledCartPole(**kwargs):
+    """CartPole-v1 with observations x -> 1000 x + 1000: the offset drives every tanh
+    unit of a plain MLP into saturation, whatever the state; normalising undoes it."""
+    env = gym.make("CartPole-v1", **kwargs)
+    f = lambda o: (o * OBS_SCALE + OBS_OFFSET).astype(np.float32)  # noqa: E731
+    space = gym.spaces.Box(f(env.observation_space.low), f(env.observation_space.high),
+                           dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, f, space)

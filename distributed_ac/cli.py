@@ -21,6 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tyro  # noqa: E402
 
+from distributed_ac import presets  # noqa: E402
 from distributed_ac.config import Config, load_yaml  # noqa: E402
 from distributed_ac.errors import BadInput, Interrupted, RunStopped, UsageError  # noqa: E402
 from distributed_ac.flags import check_writable, parse_flags  # noqa: E402
@@ -53,6 +54,8 @@ class TrainArgs:
     """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
     overwrite: bool = False
     """Replace the run already in --run-dir instead of refusing."""
+    no_preset: bool = False
+    """Start from the package defaults, not from the tuned settings shipped for --env (distributed_ac/presets/)."""
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -66,10 +69,24 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
     return None
 
 
+def train_preset(argv: list[str]) -> Path | None:
+    """The preset a new run starts from: the one shipped for its env (--env, else
+    --config's env, else the default env), unless --no-preset or --resume."""
+    if _flag_value(argv, "--resume") or "--no-preset" in argv:
+        return None
+    path = _flag_value(argv, "--config")
+    env = _flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
+    return presets.path_for(env)
+
+
 def parse_train_args(argv: list[str]) -> TrainArgs:
-    """Defaults (or, with --resume, the run's saved config), then --config's YAML, then flags."""
+    """Defaults (or, with --resume, the run's saved config), then the env's preset, then
+    --config's YAML, then flags."""
     resume = _flag_value(argv, "--resume")
     base = saved_config(open_run(resume)) if resume else Config()
+    preset = train_preset(argv)
+    if preset:
+        base = load_yaml(preset, base)
     path = _flag_value(argv, "--config")
     if path:
         base = load_yaml(path, base)
@@ -82,6 +99,11 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
 
 def cmd_train(argv: list[str]) -> int:
     args = parse_train_args(argv)
+    preset = train_preset(argv)
+    if preset:
+        print(f"dac: tuned settings for {args.cfg.env} from {preset.relative_to(presets.DIR.parent.parent)}"
+              " (--config and flags override them; --no-preset for the package defaults)",
+              file=sys.stderr)
     from distributed_ac.train import train  # heavy imports only once the flags are good
 
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,

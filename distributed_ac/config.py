@@ -109,14 +109,14 @@ class Config:
     """Normalise advantages to zero mean, unit std over the batch's real steps."""
     actor_lr: float = 1e-3
     """Actor optimizer (Adam) initial learning rate."""
-    actor_lr_decay_steps: int = 1000
-    """Actor schedule: updates per decay period (ExponentialDecay decay_steps)."""
+    actor_lr_decay_steps: int = 0
+    """Actor schedule: updates per decay period (ExponentialDecay decay_steps); 0 = auto, the run's planned updates (total_env_steps / env steps per update), so the rate falls by actor_lr_decay_rate once over the whole budget and no long run freezes."""
     actor_lr_decay_rate: float = 0.5
     """Actor schedule: lr multiplier per decay period (1.0 = constant)."""
     critic_lr: float = 1e-3
     """Critic optimizer (Adam) initial learning rate."""
-    critic_lr_decay_steps: int = 1000
-    """Critic schedule: updates per decay period."""
+    critic_lr_decay_steps: int = 0
+    """Critic schedule: updates per decay period; 0 = auto, as for the actor."""
     critic_lr_decay_rate: float = 0.5
     """Critic schedule: lr multiplier per decay period (1.0 = constant)."""
     lr_staircase: bool = False
@@ -208,8 +208,8 @@ def _check_ranges(c: Config) -> None:
         (c.reward_scale > 0, "reward_scale must be > 0"),
         (c.entropy_coef >= 0 and c.vf_coef >= 0, "entropy_coef and vf_coef must be >= 0"),
         (c.actor_lr > 0 and c.critic_lr > 0, "actor_lr and critic_lr must be > 0"),
-        (c.actor_lr_decay_steps >= 1 and c.critic_lr_decay_steps >= 1,
-         "actor_lr_decay_steps and critic_lr_decay_steps must be >= 1"),
+        (c.actor_lr_decay_steps >= 0 and c.critic_lr_decay_steps >= 0,
+         "actor_lr_decay_steps and critic_lr_decay_steps must be >= 0 (0 = auto)"),
         (0 < c.actor_lr_decay_rate <= 1 and 0 < c.critic_lr_decay_rate <= 1,
          "actor_lr_decay_rate and critic_lr_decay_rate must be in (0, 1]"),
         (c.adam_epsilon > 0, "adam_epsilon must be > 0"),
@@ -244,6 +244,13 @@ def batches_per_update(cfg: Config, num_workers: int) -> int:
     if cfg.batches_per_update:
         return min(cfg.batches_per_update, num_workers)
     return max(1, -(-num_workers // LAG_TARGET))
+
+
+def planned_updates(cfg: Config, num_workers: int) -> int:
+    """Updates the env-step budget makes (each trains on rollout_length x envs_per_worker
+    x batches_per_update env steps): what an auto LR decay_steps spans."""
+    per_update = cfg.rollout_length * cfg.envs_per_worker * batches_per_update(cfg, num_workers)
+    return max(1, -(-cfg.total_env_steps // per_update))
 
 
 def learner_threads(cfg: Config, local: bool) -> int | None:

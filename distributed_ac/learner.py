@@ -46,11 +46,17 @@ def pick_device(choice: str) -> str:
     return "/GPU:0" if gpus and choice != "cpu" else "/CPU:0"
 
 
-def make_optimizer(lr: float, decay_steps: int, decay_rate: float, staircase: bool,
+def make_optimizer(lr: float, decay_steps: tf.Variable, decay_rate: float, staircase: bool,
                    epsilon: float, name: str) -> keras.optimizers.Adam:
+    """Adam on an ExponentialDecay schedule. decay_steps is a variable, read at each
+    update, so an auto schedule can be fitted to the run's budget (Learner.plan) after
+    the step was traced, once the worker count is known."""
     schedule = keras.optimizers.schedules.ExponentialDecay(
         lr, decay_steps=decay_steps, decay_rate=decay_rate, staircase=staircase)
     return keras.optimizers.Adam(learning_rate=schedule, epsilon=epsilon, name=name)
+
+
+AUTO_DECAY_STEPS = 1000  # an auto schedule's span until plan() is called (bench, unit tests)
 
 
 def pack_per_step(batch: Batch) -> np.ndarray:
@@ -68,10 +74,15 @@ class Learner:
         keras.utils.set_random_seed(cfg.seed)
         with tf.device(self.device):
             self.nets = build_networks(cfg, space)
-            self.actor_opt = make_optimizer(cfg.actor_lr, cfg.actor_lr_decay_steps,
+            self.decay_steps = {  # float32: ExponentialDecay divides the step count by it
+                name: tf.Variable(float(steps or AUTO_DECAY_STEPS), trainable=False,
+                                  name=f"{name}_decay_steps")
+                for name, steps in (("actor", cfg.actor_lr_decay_steps),
+                                    ("critic", cfg.critic_lr_decay_steps))}
+            self.actor_opt = make_optimizer(cfg.actor_lr, self.decay_steps["actor"],
                                             cfg.actor_lr_decay_rate, cfg.lr_staircase,
                                             cfg.adam_epsilon, "actor_adam")
-            self.critic_opt = make_optimizer(cfg.critic_lr, cfg.critic_lr_decay_steps,
+            self.critic_opt = make_optimizer(cfg.critic_lr, self.decay_steps["critic"],
                                              cfg.critic_lr_decay_rate, cfg.lr_staircase,
                                              cfg.adam_epsilon, "critic_adam")
             self.actor_opt.build(self.nets.actor_variables)
@@ -266,6 +277,15 @@ class Learner:
             self.target_version += 1
             self._target_arrays = [t.numpy() for t in target]
         return metrics
+
+    def plan(self, updates: int) -> dict[str, int]:
+        """Fit each auto schedule (decay_steps 0 in the config) to a run of `updates`
+        updates; returns both spans."""
+        cfg = self.cfg
+        for name, steps in (("actor", cfg.actor_lr_decay_steps),
+                            ("critic", cfg.critic_lr_decay_steps)):
+            self.decay_steps[name].assign(float(steps or max(1, updates)))
+        return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
 
     def warm_up(self) -> None:
         """Trace and run the step the next update will use, on a one-env batch whose NaN

@@ -30,7 +30,7 @@ import numpy as np
 from distributed_ac import rundir
 from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
-from distributed_ac.config import Config, batches_per_update
+from distributed_ac.config import Config, batches_per_update, planned_updates
 from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import Interrupted, NonFiniteLossError, RunStopped
@@ -201,6 +201,10 @@ class Trainer:
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
         gathered = "" if cfg.mode == "sync" else f", {self.per_update} worker batch(es) an update"
+        spans = self.learner.plan(planned_updates(cfg, self.num_workers))
+        self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
+                           f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
+                           f"and {spans['critic']:,d} updates")
         threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
         self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
                            f"{len(pool)} rollout worker(s), {cfg.envs_per_worker} envs each, "

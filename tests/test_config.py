@@ -85,3 +85,30 @@ def test_learner_threads_leave_the_local_workers_their_cores(monkeypatch):
     assert learner_threads(Config(num_workers=4, learner_threads=3), local=False) == 3
     with pytest.raises(ConfigError, match="learner_threads"):
         Config(learner_threads=-1)
+
+
+def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_path, monkeypatch):
+    from distributed_ac import presets
+    from distributed_ac.cli import train_preset
+
+    monkeypatch.setattr(presets, "DIR", tmp_path)
+    (tmp_path / "Pendulum-v1.yaml").write_text("gamma: 0.9\nentropy_coef: 0.003\nactor_lr: 0.002\n")
+    (tmp_path / "ALE_Pong-v5.yaml").write_text("gamma: 0.97\n")
+    assert presets.available() == ["ALE_Pong-v5", "Pendulum-v1"]
+    assert presets.path_for("ALE/Pong-v5") == tmp_path / "ALE_Pong-v5.yaml"
+    assert train_preset(["--env", "CartPole-v1"]) is None  # none shipped: package defaults
+    cfg = parse_train_args(["--env", "Pendulum-v1"]).cfg
+    assert (cfg.gamma, cfg.entropy_coef, cfg.actor_lr) == (0.9, 0.003, 0.002)
+    (tmp_path / "mine.yaml").write_text("env: Pendulum-v1\nentropy_coef: 0.0\n")
+    cfg = parse_train_args(["--config", str(tmp_path / "mine.yaml"), "--actor-lr", "0.001"]).cfg
+    assert (cfg.gamma, cfg.entropy_coef, cfg.actor_lr) == (0.9, 0.0, 0.001)  # preset < file < flag
+    cfg = parse_train_args(["--env", "Pendulum-v1", "--no-preset"]).cfg
+    assert (cfg.gamma, cfg.entropy_coef) == (Config().gamma, Config().entropy_coef)
+
+
+def test_every_shipped_preset_is_a_valid_config_for_its_env():
+    from distributed_ac import presets
+
+    for name in presets.available():
+        cfg = load_yaml(presets.DIR / f"{name}.yaml")
+        assert cfg.env.replace("/", "_") == name, f"{name}.yaml trains {cfg.env}"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from distributed_ac import losses, returns
-from distributed_ac.config import Config
+from distributed_ac.config import Config, planned_updates
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.learner import Learner, NoGradientError, pick_device
@@ -103,6 +103,21 @@ def test_two_optimizers_follow_their_own_exponential_decay():
     # and the first update logs the initial rate
     _, worker, fresh = setup(actor_lr=1e-3, actor_lr_decay_steps=4, actor_lr_decay_rate=0.5)
     assert fresh.step(worker.collect(fresh.weights()))["learning_rate_actor"] == pytest.approx(1e-3)
+
+
+def test_an_auto_schedule_spans_the_planned_updates_and_a_set_one_keeps_its_span():
+    """decay_steps 0: the rate falls by decay_rate once over the run's planned updates
+    (Trainer plans them from the budget), so a long run ends at rate x decay_rate
+    instead of freezing; a set decay_steps is left alone."""
+    _, worker, learner = setup(actor_lr=1e-3, actor_lr_decay_steps=0, actor_lr_decay_rate=0.5,
+                               critic_lr=2e-3, critic_lr_decay_steps=7, critic_lr_decay_rate=0.5)
+    assert learner.plan(planned_updates(learner.cfg, 1)) == {"actor": 157, "critic": 7}
+    assert learner.plan(6) == {"actor": 6, "critic": 7}
+    for _ in range(7):
+        metrics = learner.step(worker.collect(learner.weights()))
+    # the 7th update applied the schedule at step 6: the planned end for the actor
+    np.testing.assert_allclose(metrics["learning_rate_actor"], 1e-3 * 0.5, rtol=1e-5)
+    np.testing.assert_allclose(metrics["learning_rate_critic"], 2e-3 * 0.5 ** (6 / 7), rtol=1e-5)
 
 
 @pytest.mark.parametrize("tiny", ["actor", "critic"])

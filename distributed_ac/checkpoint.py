@@ -99,6 +99,8 @@ class Checkpointer:
         self.mirror = TrainState({**state.arrays(), **learner.state()})
         returns = ({"return_stats": learner.return_stats} if learner.return_stats is not None
                    else {})
+        if learner.cfg.policy_loss == "clip":
+            returns["shuffle_rng"] = learner.shuffle_rng
         self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets), **returns,
                                         actor_optimizer=learner.actor_opt,
                                         critic_optimizer=learner.critic_opt, train_state=self.mirror)

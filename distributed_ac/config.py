@@ -89,6 +89,14 @@ class Config:
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
 
     # --- learning ----------------------------------------------------------------
+    policy_loss: Literal["pg", "clip"] = "pg"
+    """pg: one policy-gradient step per update (A2C in sync mode, IMPALA in async). clip: PPO's clipped surrogate over update_epochs passes of minibatches of each learner batch (APPO-style in async mode: V-trace advantages, ratio to the learner's policy before the update)."""
+    clip_ratio: float = 0.2
+    """policy_loss clip: the surrogate's ratio is clipped to [1 - clip_ratio, 1 + clip_ratio]."""
+    update_epochs: int = 4
+    """policy_loss clip: passes over each learner batch."""
+    minibatches: int = 4
+    """policy_loss clip: minibatches per pass (each one actor and one critic optimizer step)."""
     normalize_obs: bool = False
     """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported)."""
     obs_clip: float = 10.0
@@ -195,6 +203,8 @@ def _check_ranges(c: Config) -> None:
         (c.batches_per_update >= 0, "batches_per_update must be >= 0 (0 = auto)"),
         (c.learner_threads >= 0, "learner_threads must be >= 0 (0 = auto)"),
         (c.obs_clip > 0, "obs_clip must be > 0"),
+        (c.clip_ratio > 0, "clip_ratio must be > 0"),
+        (c.update_epochs >= 1 and c.minibatches >= 1, "update_epochs and minibatches must be >= 1"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),

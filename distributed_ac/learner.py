@@ -20,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from distributed_ac import distributions, losses, returns
+from distributed_ac import distributions, epochs, losses, returns
 from distributed_ac.batch import Batch, ObsNorm, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
@@ -89,6 +89,8 @@ class Learner:
             self.critic_opt.build(self.nets.critic_variables)
             self.return_stats = (RunningMoments(1, "return_stats") if cfg.normalize_reward
                                  else None)
+            # policy_loss "clip": the minibatch order, checkpointed (exact resume)
+            self.shuffle_rng = tf.random.Generator.from_seed(cfg.seed)
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0], tf.float32)
         self.updates = 0
         self.skipped_updates = 0  # non-finite loss or gradient: not applied
@@ -171,6 +173,43 @@ class Learner:
         # the statistics the workers acted with; this batch is merged in only after
         flat_obs = nets.obs_norm(raw_obs) if nets.obs_norm is not None else raw_obs
         rewards = self._scaled_rewards(rewards, return_moments)
+        # The rates this update applies: read before apply_gradients advances `iterations`
+        # (automatic control dependencies keep program order for the variable).
+        lr_actor = tf.cast(self.actor_opt.learning_rate, tf.float32)
+        lr_critic = tf.cast(self.critic_opt.learning_rate, tf.float32)
+        update = self._clipped_epochs if c.policy_loss == "clip" else self._one_step
+        metrics, logp, applied = update(flat_obs, actions, rewards, term, trunc, mask,
+                                        behaviour_logp, values, shape)
+
+        def after():
+            if sync:  # V_target <- V after this update (the variant step() picks when due)
+                sync_target(nets, c.target_tau)
+            if nets.obs_norm is not None:
+                nets.obs_norm.merge_samples(raw_obs)
+            if self.return_stats is not None:
+                self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
+            return tf.constant(True)
+
+        # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
+        # iteration counters (hence both schedules) stay exactly as they were.
+        applied = tf.cond(applied, after, lambda: tf.constant(False))
+        # Everything below reads state the update wrote; automatic control dependencies
+        # order those reads after it. Returning the new weights from the step saves the
+        # eager read per variable that weights() would otherwise make.
+        metrics = {**metrics, "applied": applied,
+                   "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
+                   "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
+        # One float32 vector: the caller reads every metric with one device-to-host copy.
+        self._metric_names = sorted(metrics)
+        packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
+        return packed, self._actor_tensors(), [tf.identity(v.value) for v in
+                                               path_variables(nets.target_path)]
+
+    def _one_step(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
+                  shape):
+        """policy_loss "pg": one gradient step for each network on the whole batch;
+        returns (metrics, log pi of the taken actions, whether it was applied)."""
+        c, nets = self.cfg, self.nets
         with tf.GradientTape(persistent=True) as tape:
             logp, entropy = self._policy_terms(flat_obs, actions, shape)
             v = tf.reshape(nets.critic(flat_obs), shape)
@@ -187,37 +226,28 @@ class Learner:
                                         c.max_grad_norm_critic, "critic")
         del tape
         finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
-        # The rates this update applies: read before apply_gradients advances `iterations`
-        # (automatic control dependencies keep program order for the variable).
-        lr_actor = tf.cast(self.actor_opt.learning_rate, tf.float32)
-        lr_critic = tf.cast(self.critic_opt.learning_rate, tf.float32)
 
         def apply():
             self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
             self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
-            if sync:  # V_target <- V after this update (the variant step() picks when due)
-                sync_target(nets, c.target_tau)
-            if nets.obs_norm is not None:
-                nets.obs_norm.merge_samples(raw_obs)
-            if self.return_stats is not None:
-                self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
             return tf.constant(True)
 
-        # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
-        # iteration counters (hence both schedules) stay exactly as they were.
         applied = tf.cond(finite, apply, lambda: tf.constant(False))
-        # Everything below reads state the update wrote; automatic control dependencies
-        # order those reads after it. Returning the new weights from the step saves the
-        # eager read per variable that weights() would otherwise make.
-        metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm,
-                   "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
-                   "applied": applied,
-                   "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
-        # One float32 vector: the caller reads every metric with one device-to-host copy.
-        self._metric_names = sorted(metrics)
-        packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
-        return packed, self._actor_tensors(), [tf.identity(v.value) for v in
-                                               path_variables(nets.target_path)]
+        metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
+        return metrics, logp, applied
+
+    def _clipped_epochs(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
+                        values, shape):
+        """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
+        then epochs.clipped_update; applied only if every minibatch step was finite."""
+        old_logp, _ = self._policy_terms(flat_obs, actions, shape)
+        old_logp = tf.stop_gradient(old_logp)
+        targets, adv = self._targets(old_logp, behaviour_logp, rewards, values, term, trunc, mask)
+        if self.cfg.normalize_advantages:
+            adv = self._normalize(adv, mask)
+        metrics, finite = epochs.clipped_update(self, flat_obs, actions, targets, adv, mask,
+                                                old_logp)
+        return metrics, old_logp, finite
 
     def _scaled_rewards(self, rewards, return_moments):
         """reward_scale, after dividing by the discounted return's running std
@@ -280,11 +310,13 @@ class Learner:
 
     def plan(self, updates: int) -> dict[str, int]:
         """Fit each auto schedule (decay_steps 0 in the config) to a run of `updates`
-        updates; returns both spans."""
+        updates (optimizer steps: update_epochs x minibatches each with policy_loss
+        "clip"); returns both spans."""
         cfg = self.cfg
+        steps_per_update = cfg.update_epochs * cfg.minibatches if cfg.policy_loss == "clip" else 1
         for name, steps in (("actor", cfg.actor_lr_decay_steps),
                             ("critic", cfg.critic_lr_decay_steps)):
-            self.decay_steps[name].assign(float(steps or max(1, updates)))
+            self.decay_steps[name].assign(float(steps or max(1, updates * steps_per_update)))
         return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
 
     def warm_up(self) -> None:

@@ -88,3 +88,36 @@ def critic_loss(values, targets, mask):
     loss = 0.5 * masked_mean(tf.square(values - targets), mask)
     ev = explained_variance(values, targets, mask)
     return loss, {"critic_loss": loss, "explained_variance": ev}
+
+
+def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef):
+    """PPO's clipped surrogate with an entropy bonus.
+
+    Args:
+      logp: log pi_theta(a | x), differentiable.
+      old_logp: log pi_old(a | x), the learner's policy before this update's epochs.
+      advantages, entropy, mask: as in actor_loss.
+      clip: epsilon of the ratio's clip range [1 - clip, 1 + clip].
+
+    Formula::
+
+      r    = exp(logp - old_logp)
+      pg   = -masked_mean(min(r * A, clip(r, 1 - clip, 1 + clip) * A))
+      loss = pg - entropy_coef * masked_mean(entropy)
+
+    Returns:
+      ``(loss, {"actor_loss": pg, "entropy": ..., "clip_fraction": share of steps whose
+      ratio is outside the range, "approx_kl": masked_mean((r - 1) - log r)})``.
+    """
+    advantages = tf.stop_gradient(tf.cast(advantages, tf.float32))
+    log_ratio = tf.cast(logp, tf.float32) - tf.stop_gradient(tf.cast(old_logp, tf.float32))
+    ratio = tf.exp(log_ratio)
+    surrogate = tf.minimum(ratio * advantages,
+                           tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+    pg = -masked_mean(surrogate, mask)
+    mean_entropy = masked_mean(entropy, mask)
+    loss = pg - tf.cast(entropy_coef, tf.float32) * mean_entropy
+    clipped = tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)
+    approx_kl = masked_mean(tf.stop_gradient((ratio - 1.0) - log_ratio), mask)
+    return loss, {"actor_loss": pg, "entropy": mean_entropy,
+                  "clip_fraction": masked_mean(clipped, mask), "approx_kl": approx_kl}

@@ -303,3 +303,25 @@ def test_warm_up_runs_the_step_without_changing_any_state():
     assert learner.skipped_updates == 0
     learner.step(worker.collect(learner.weights()))
     assert learner.policy_version == 1
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_one_pass_one_minibatch_of_the_clipped_objective_is_the_policy_gradient_step(env):
+    """At the first minibatch the ratio is 1, where the surrogate's gradient is the
+    policy gradient: so clip with 1 x 1 must land on the very weights pg does; with
+    more passes and minibatches each one is an optimizer step of its own."""
+    kw = dict(env=env, mode="sync", entropy_coef=0.01, hidden_sizes=(16,))
+    _, worker, pg = setup(**kw)
+    _, _, clip = setup(**kw, policy_loss="clip", update_epochs=1, minibatches=1)
+    batch = worker.collect(pg.weights())
+    pg.step(batch)
+    m = clip.step(batch)
+    assert m["clip_fraction"] == 0.0 and m["importance_ratio"] == pytest.approx(1.0)
+    for a, b in zip(arrays(pg.nets.actor_variables + pg.nets.critic_variables),
+                    arrays(clip.nets.actor_variables + clip.nets.critic_variables)):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+    _, _, many = setup(**kw, policy_loss="clip", update_epochs=3, minibatches=4)
+    before = arrays(many.nets.actor_variables)
+    many.step(batch)
+    assert int(many.actor_opt.iterations) == int(many.critic_opt.iterations) == 12
+    assert not same(before, arrays(many.nets.actor_variables))

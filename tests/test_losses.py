@@ -106,3 +106,31 @@ def test_explained_variance_is_zero_not_nan_for_constant_targets(constant):
     values = targets + np.arange(15, dtype=np.float32).reshape(5, 3)
     ev = explained_variance(values, targets, np.ones_like(targets)).numpy()
     assert ev == 0.0
+
+
+def test_clipped_surrogate_matches_numpy_and_clips_only_the_side_that_gains():
+    from distributed_ac.losses import clipped_actor_loss
+
+    rng = np.random.default_rng(0)
+    old = rng.normal(size=(6, 5)).astype(np.float32)
+    logp = old + rng.normal(scale=0.5, size=(6, 5)).astype(np.float32)
+    adv = rng.normal(size=(6, 5)).astype(np.float32)
+    ent = rng.uniform(size=(6, 5)).astype(np.float32)
+    mask = (rng.uniform(size=(6, 5)) > 0.2).astype(np.float32)
+    loss, m = clipped_actor_loss(tf.constant(logp), tf.constant(old), tf.constant(adv),
+                                 tf.constant(ent), tf.constant(mask), 0.2, 0.01)
+    r = np.exp(logp - old)
+    surr = np.minimum(r * adv, np.clip(r, 0.8, 1.2) * adv)
+    mean = lambda x: (x * mask).sum() / mask.sum()  # noqa: E731
+    np.testing.assert_allclose(m["actor_loss"].numpy(), -mean(surr), rtol=1e-5)
+    np.testing.assert_allclose(loss.numpy(), -mean(surr) - 0.01 * mean(ent), rtol=1e-5)
+    np.testing.assert_allclose(m["clip_fraction"].numpy(), mean(np.abs(r - 1) > 0.2), rtol=1e-6)
+    # a ratio already past 1 + clip with a positive advantage gives no more gradient;
+    # with a negative advantage it still does (the pessimistic bound)
+    for a, grad_zero in ((1.0, True), (-1.0, False)):
+        x = tf.Variable([[np.log(1.5)]], dtype=tf.float32)
+        with tf.GradientTape() as tape:
+            loss, _ = clipped_actor_loss(x, tf.zeros((1, 1)), tf.constant([[a]]),
+                                         tf.zeros((1, 1)), tf.ones((1, 1)), 0.2, 0.0)
+        g = tape.gradient(loss, x).numpy()[0, 0]
+        assert (g == 0.0) == grad_zero, (a, g)

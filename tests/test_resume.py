@@ -132,3 +132,19 @@ def test_a_damaged_workers_file_costs_only_the_exact_replay_not_the_resume(tmp_p
         resumed = run(tmp_path / "run", K + M, resume=True)
     assert resumed["updates"] == K + M
     assert any("cannot be read" in r.getMessage() for r in caplog.records)
+
+
+def test_resume_is_bit_exact_with_the_clipped_objective_and_normalisation_too(tmp_path):
+    """policy_loss clip shuffles minibatches from a checkpointed generator, and the
+    observation and return statistics are checkpointed: K + M still equals K, then M."""
+    extra = dict(policy_loss="clip", update_epochs=2, minibatches=4, normalize_obs=True,
+                 normalize_reward=True)
+    once = run(tmp_path / "once", K + M, **extra)
+    run(tmp_path / "split", K, **extra)
+    resumed = run(tmp_path / "split", K + M, resume=True, **extra)
+    a, b = checkpoint_tensors(once), checkpoint_tensors(resumed)
+    assert a.keys() == b.keys()
+    assert any(n.startswith("obs_norm") for n in a) and any(n.startswith("shuffle_rng") for n in a)
+    assert any(n.startswith("return_stats") for n in a)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name

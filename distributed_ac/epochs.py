@@ -1,0 +1,78 @@
+"""The clipped-surrogate update (policy_loss = "clip"): PPO in sync mode, APPO-style in
+async mode. Several passes over shuffled minibatches of one learner batch, each pass an
+actor step and a critic step with their own optimizers and global-norm clips, all inside
+the learner's one tf.function (a tf.while_loop, so the graph holds one copy of the step).
+
+Targets and advantages are computed once, before the first pass, with the learner's
+policy at that moment, pi_old: GAE in sync mode (where pi_old is the behaviour policy),
+V-trace in async mode (correcting behaviour -> pi_old). The surrogate's ratio is
+pi_theta / pi_old, so at the first minibatch its gradient equals the policy gradient the
+"pg" loss would take; the clip then bounds how far the later passes move the policy.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from distributed_ac import losses
+
+METRICS = ("actor_loss", "entropy", "clip_fraction", "approx_kl", "critic_loss",
+           "explained_variance", "grad_norm_actor", "grad_norm_critic")
+
+
+def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
+    """Run update_epochs x minibatches gradient steps; returns (mean metrics, whether
+    every step was finite). A non-finite minibatch skips its own step (graph ops)."""
+    cfg = learner.cfg
+    flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
+    if learner.space.discrete:
+        actions = flat(actions)
+    else:
+        actions = tf.reshape(actions, [-1, learner.space.num_actions])
+    targets, adv, mask, old_logp = flat(targets), flat(adv), flat(mask), flat(old_logp)
+    n = tf.shape(adv)[0]
+    epochs, parts = cfg.update_epochs, cfg.minibatches
+    size = (n + parts - 1) // parts
+    # one permutation per pass, from the learner's checkpointed generator
+    order = tf.concat([tf.argsort(learner.shuffle_rng.uniform([n])) for _ in range(epochs)], 0)
+
+    def body(i, all_finite, sums):
+        start = (i // parts) * n + (i % parts) * size
+        stop = (i // parts) * n + tf.minimum((i % parts + 1) * size, n)
+        idx = tf.gather(order, tf.range(start, stop))
+        take = lambda x: tf.gather(x, idx)  # noqa: E731
+        metrics, finite = _minibatch_step(learner, take(obs), take(actions), take(targets),
+                                          take(adv), take(mask), take(old_logp))
+        return i + 1, tf.logical_and(all_finite, finite), sums + metrics
+
+    _, all_finite, sums = tf.while_loop(
+        lambda i, *_: i < epochs * parts, body,
+        (tf.constant(0), tf.constant(True), tf.zeros(len(METRICS))))
+    means = tf.unstack(sums / float(epochs * parts))
+    return dict(zip(METRICS, means)), all_finite
+
+
+def _minibatch_step(learner, obs, actions, targets, adv, mask, old_logp):
+    cfg, nets = learner.cfg, learner.nets
+    with tf.GradientTape(persistent=True) as tape:
+        logp, entropy = learner._policy_terms(obs, actions, tf.shape(adv))
+        v = tf.reshape(nets.critic(obs), [-1])
+        a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
+                                                cfg.clip_ratio, cfg.entropy_coef)
+        c_loss, c_m = losses.critic_loss(v, targets, mask)
+        actor_total = a_loss + cfg.vf_coef * c_loss if nets.shared_trunk else a_loss
+    a_grads, a_norm = learner._clipped(tape, actor_total, nets.actor_variables,
+                                       cfg.max_grad_norm_actor, "actor")
+    c_grads, c_norm = learner._clipped(tape, c_loss, nets.critic_variables,
+                                       cfg.max_grad_norm_critic, "critic")
+    del tape
+    finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
+
+    def apply():
+        learner.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
+        learner.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
+        return tf.constant(True)
+
+    tf.cond(finite, apply, lambda: tf.constant(False))
+    m = {**a_m, **c_m, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
+    return tf.stack([tf.cast(m[k], tf.float32) for k in METRICS]), finite

@@ -90,6 +90,9 @@ def critic_loss(values, targets, mask):
     return loss, {"critic_loss": loss, "explained_variance": ev}
 
 
+LOG_RATIO_CAP = 20.0
+
+
 def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef):
     """PPO's clipped surrogate with an entropy bonus.
 
@@ -110,7 +113,12 @@ def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_
       ratio is outside the range, "approx_kl": masked_mean((r - 1) - log r)})``.
     """
     advantages = tf.stop_gradient(tf.cast(advantages, tf.float32))
+    mask = tf.cast(mask, tf.float32)
     log_ratio = tf.cast(logp, tf.float32) - tf.stop_gradient(tf.cast(old_logp, tf.float32))
+    # Masked (reset) steps carry an ignored action whose ratio may be anything: zeroed
+    # before exp, since inf * 0 is NaN. The cap keeps exp finite in float32 (e^20 is
+    # far past any clip range; only the pessimistic side still has a gradient there).
+    log_ratio = tf.minimum(log_ratio * mask, LOG_RATIO_CAP)
     ratio = tf.exp(log_ratio)
     surrogate = tf.minimum(ratio * advantages,
                            tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)

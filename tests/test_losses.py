@@ -134,3 +134,19 @@ def test_clipped_surrogate_matches_numpy_and_clips_only_the_side_that_gains():
                                          tf.zeros((1, 1)), tf.ones((1, 1)), 0.2, 0.0)
         g = tape.gradient(loss, x).numpy()[0, 0]
         assert (g == 0.0) == grad_zero, (a, g)
+
+
+def test_clipped_surrogate_stays_finite_for_huge_ratios_and_ignores_masked_steps():
+    """A reset step's ignored action can have any log-prob under the new policy; an
+    unmasked step far off the old policy must not overflow float32 either."""
+    from distributed_ac.losses import clipped_actor_loss
+
+    logp = tf.Variable([[500.0, 300.0, 0.1]])
+    old, adv = tf.zeros((1, 3)), tf.constant([[-1.0, 1.0, 1.0]])
+    mask = tf.constant([[0.0, 1.0, 1.0]])  # the first step is a reset step
+    with tf.GradientTape() as tape:
+        loss, m = clipped_actor_loss(logp, old, adv, tf.zeros((1, 3)), mask, 0.2, 0.0)
+    grad = tape.gradient(loss, logp).numpy()
+    assert np.isfinite(loss.numpy()) and all(np.isfinite(v.numpy()) for v in m.values())
+    assert grad[0, 0] == 0.0 and grad[0, 1] == 0.0  # masked; clipped on the gaining side
+    assert grad[0, 2] != 0.0  # an ordinary step still learns

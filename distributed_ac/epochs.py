@@ -55,24 +55,13 @@ def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
 def _minibatch_step(learner, obs, actions, targets, adv, mask, old_logp):
     cfg, nets = learner.cfg, learner.nets
     with tf.GradientTape(persistent=True) as tape:
-        logp, entropy = learner._policy_terms(obs, actions, tf.shape(adv))
+        logp, entropy = learner.policy_terms(obs, actions, tf.shape(adv))
         v = tf.reshape(nets.critic(obs), [-1])
         a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
                                                 cfg.clip_ratio, cfg.entropy_coef)
         c_loss, c_m = losses.critic_loss(v, targets, mask)
         actor_total = a_loss + cfg.vf_coef * c_loss if nets.shared_trunk else a_loss
-    a_grads, a_norm = learner._clipped(tape, actor_total, nets.actor_variables,
-                                       cfg.max_grad_norm_actor, "actor")
-    c_grads, c_norm = learner._clipped(tape, c_loss, nets.critic_variables,
-                                       cfg.max_grad_norm_critic, "critic")
+    a_norm, c_norm, finite = learner.apply_gradients(tape, actor_total, c_loss)
     del tape
-    finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
-
-    def apply():
-        learner.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
-        learner.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
-        return tf.constant(True)
-
-    tf.cond(finite, apply, lambda: tf.constant(False))
     m = {**a_m, **c_m, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
     return tf.stack([tf.cast(m[k], tf.float32) for k in METRICS]), finite

@@ -134,7 +134,7 @@ class Learner:
                 tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
 
     # ---- the compiled step ----------------------------------------------------
-    def _policy_terms(self, flat_obs, actions, shape):
+    def policy_terms(self, flat_obs, actions, shape):
         """log pi(a|s) and entropy, both [T, N]."""
         if self.space.discrete:
             logits = self.nets.actor(flat_obs)
@@ -211,7 +211,7 @@ class Learner:
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         c, nets = self.cfg, self.nets
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy = self._policy_terms(flat_obs, actions, shape)
+            logp, entropy = self.policy_terms(flat_obs, actions, shape)
             v = tf.reshape(nets.critic(flat_obs), shape)
             targets, adv = self._targets(tf.stop_gradient(logp), behaviour_logp, rewards,
                                          values, term, trunc, mask)
@@ -220,27 +220,35 @@ class Learner:
             a_loss, a_metrics = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
             c_loss, c_metrics = losses.critic_loss(v, targets, mask)
             actor_total = a_loss + c.vf_coef * c_loss if nets.shared_trunk else a_loss
+        a_norm, c_norm, applied = self.apply_gradients(tape, actor_total, c_loss)
+        del tape
+        metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
+        return metrics, logp, applied
+
+    def apply_gradients(self, tape, actor_total, critic_loss):
+        """Each network's gradients clipped by its own global norm and applied by its own
+        optimizer, or nothing at all if a loss or a norm is not finite (graph ops).
+        Returns (actor norm, critic norm, applied)."""
+        c, nets = self.cfg, self.nets
         a_grads, a_norm = self._clipped(tape, actor_total, nets.actor_variables,
                                         c.max_grad_norm_actor, "actor")
-        c_grads, c_norm = self._clipped(tape, c_loss, nets.critic_variables,
+        c_grads, c_norm = self._clipped(tape, critic_loss, nets.critic_variables,
                                         c.max_grad_norm_critic, "critic")
-        del tape
-        finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, c_loss, a_norm, c_norm])))
+        finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, critic_loss, a_norm,
+                                                           c_norm])))
 
         def apply():
             self.actor_opt.apply_gradients(zip(a_grads, nets.actor_variables))
             self.critic_opt.apply_gradients(zip(c_grads, nets.critic_variables))
             return tf.constant(True)
 
-        applied = tf.cond(finite, apply, lambda: tf.constant(False))
-        metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
-        return metrics, logp, applied
+        return a_norm, c_norm, tf.cond(finite, apply, lambda: tf.constant(False))
 
     def _clipped_epochs(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
                         values, shape):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
         then epochs.clipped_update; applied only if every minibatch step was finite."""
-        old_logp, _ = self._policy_terms(flat_obs, actions, shape)
+        old_logp, _ = self.policy_terms(flat_obs, actions, shape)
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self._targets(old_logp, behaviour_logp, rewards, values, term, trunc, mask)
         if self.cfg.normalize_advantages:

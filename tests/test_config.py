@@ -20,7 +20,7 @@ def test_yaml_round_trip_gives_the_same_config(tmp_path):
 def test_flags_override_the_yaml_file_which_overrides_defaults(tmp_path):
     (tmp_path / "c.yaml").write_text("env: Pendulum-v1\nnum_workers: 3\ngamma: 0.9\n")
     args = parse_train_args(["--config", str(tmp_path / "c.yaml"), "--gamma", "0.5",
-                             "--hidden-sizes", "8", "8"])
+                             "--hidden-sizes", "8", "8", "--no-preset"])
     assert args.cfg.env == "Pendulum-v1" and args.cfg.num_workers == 3
     assert args.cfg.gamma == 0.5 and args.cfg.hidden_sizes == (8, 8)
     assert args.cfg.entropy_coef == Config().entropy_coef

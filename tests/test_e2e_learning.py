@@ -44,8 +44,9 @@ def test_cartpole_reaches_475_within_budget_on_local_ray(mode, topology):
 
 
 def test_pendulum_reaches_minus_250_within_budget_on_local_ray():
-    summary, _ = dac_train("--env", "Pendulum-v1", "--num-workers", "1", "--seed", "0",
-                           "--gamma", "0.95",
+    # the package's one-step loss, not the shipped preset (benchmarks/quality.py runs that)
+    summary, _ = dac_train("--env", "Pendulum-v1", "--no-preset", "--num-workers", "1",
+                           "--seed", "0", "--gamma", "0.95",
                            "--reward-scale", "0.1", "--actor-lr-decay-rate", "1",
                            "--critic-lr-decay-rate", "1", "--stop-at-return", "-250",
                            "--total-env-steps", str(PENDULUM_BUDGET), timeout=900)

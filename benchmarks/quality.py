@@ -103,17 +103,18 @@ def main() -> None:
         print(plot(args.env))
         return
     CURVES.mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:
-        runs = []
+    for seed in args.seeds:  # each line is written as soon as its run ends
         if args.who in ("both", "dac"):
-            runs.append(run_ours(args.env, seed, args.steps, flags))
+            emit(run_ours(args.env, seed, args.steps, flags))
         if args.who in ("both", "sb3"):
-            runs.append(run_peer(args.peers_python, args.env, seed, args.steps))
-        for r in runs:
-            line = json.dumps(r)
-            print(line, flush=True)
-            with open(RESULTS / "quality.jsonl", "a") as f:
-                f.write(line + "\n")
+            emit(run_peer(args.peers_python, args.env, seed, args.steps))
+
+
+def emit(record: dict) -> None:
+    line = json.dumps(record)
+    print(line, flush=True)
+    with open(RESULTS / "quality.jsonl", "a") as f:
+        f.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ def run_ours(env: str, seed: int, steps: int, flags: list[str]) -> dict:
         w = csv.writer(f)
         w.writerow(["env_steps", "wall_s", "mean_return_100"])
         for r in rows:
-            if r.get("charts/episodic_return") is not None:
-                w.writerow([r["env_steps"], r["wall_s"], r["charts/episodic_return"]])
+            if r.get("charts/mean_return_100") is not None:
+                w.writerow([r["env_steps"], r["wall_s"], r["charts/mean_return_100"]])
     return {"who": "dac", "env": env, "seed": seed, "env_steps": summary["env_steps"],
             "mean_return_100": summary["mean_return_100"], "wall_s": summary["wall_s"],
             "steps_per_s": summary["steps_per_s"], "flags": flags, "curve": str(curve.relative_to(ROOT))}

@@ -93,7 +93,11 @@ class ConsoleProgress:
             self._bar.stop()
 
 
-SCALARS = ("charts/episodic_return", "charts/episodic_length", "charts/SPS",
+# charts/episodic_return is the mean of the episodes that ended since the previous row
+# (cleanRL's); charts/mean_return_100 the mean of the last 100 (SB3's ep_rew_mean, and
+# what the console and the summary report).
+SCALARS = ("charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
+           "charts/SPS",
            "charts/learning_rate_actor", "charts/learning_rate_critic",
            "losses/actor", "losses/critic", "losses/entropy",
            "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
@@ -141,8 +145,10 @@ class Interval:
     def _lag(self, q: float) -> float | None:
         return float(np.percentile(self.lags, q)) if self.lags else None
 
-    def scalars(self, sps: float, dropped_batches: int, worker_restarts: int) -> dict:
+    def scalars(self, sps: float, dropped_batches: int, worker_restarts: int,
+                mean_return_100: float | None = None) -> dict:
         row = {"charts/episodic_return": _mean(self.returns),
+               "charts/mean_return_100": mean_return_100,
                "charts/episodic_length": _mean(self.lengths),
                "charts/SPS": sps,
                **{name: _mean(self.updates[name]) for name in _LEARNER_KEYS},

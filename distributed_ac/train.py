@@ -283,7 +283,8 @@ class Trainer:
         if (force or now - self._last_row >= self.cfg.log_every_s) and not self.interval.empty:
             self._last_row = now
             self.metrics.write(c.env_steps, c.updates, c.wall_s,
-                               self.interval.scalars(sps, c.dropped_batches, c.worker_restarts))
+                               self.interval.scalars(sps, c.dropped_batches, c.worker_restarts,
+                                                     self.state.stats.mean_return))
             self.interval = Interval()
 
     def finish(self, stop: StopSignals) -> None:

@@ -16,7 +16,8 @@ from distributed_ac.config import Config
 from distributed_ac.metrics import ConsoleProgress, Interval, MetricsLog, read_rows
 from distributed_ac.train import train
 
-NAMES = ["charts/episodic_return", "charts/episodic_length", "charts/SPS",
+NAMES = ["charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
+         "charts/SPS",
          "charts/learning_rate_actor", "charts/learning_rate_critic",
          "losses/actor", "losses/critic", "losses/entropy",
          "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
@@ -27,8 +28,12 @@ NAMES = ["charts/episodic_return", "charts/episodic_length", "charts/SPS",
 def short_run(path, seed):
     cfg = Config(serial=True, num_workers=1, mode="sync", seed=seed, envs_per_worker=8,
                  rollout_length=8, hidden_sizes=(16,), total_env_steps=8 * 64, log_every_s=0.001)
-    train(cfg, run_dir=path, progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
+    SUMMARIES[path] = train(cfg, run_dir=path,
+                            progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
     return path
+
+
+SUMMARIES: dict = {}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +62,9 @@ def test_each_metrics_row_has_exactly_the_documented_keys(runs):
     assert steps == sorted(steps) and steps[-1] == 8 * 64
     assert [r["updates"] for r in rows] == [s // 64 for s in steps]
     assert any(r["charts/episodic_return"] is not None for r in rows)
+    # the 100-episode mean is the one the run's summary and console report, row by row
+    means = [r["charts/mean_return_100"] for r in rows if r["charts/mean_return_100"] is not None]
+    assert means and means[-1] == pytest.approx(SUMMARIES[runs[0]]["mean_return_100"])
     assert all(r["diag/policy_lag"] == 0 and r["diag/dropped_batches"] == 0 for r in rows)
     assert all(r["charts/learning_rate_actor"] > 0 and r["charts/SPS"] > 0 for r in rows)
 

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent("""
 
     seen = {}
 
-    def fake_warm_learner(cfg, space):
+    def fake_warm_learner(cfg, space, threads):
         seen["ray"] = "ray" in sys.modules
         seen["tensorflow"] = "tensorflow" in sys.modules
         return "learner"

@@ -156,7 +156,8 @@ class RolloutWorker:
             term.append(te)
             trunc.append(tr)
             mask.append(real)
-            disc.append(self._disc_sample)
+            if self._disc_return is not None:
+                disc.append(self._disc_sample)
             if ended is not None:
                 returns.append(ended[0])
                 lengths.append(ended[1])
@@ -181,7 +182,7 @@ class RolloutWorker:
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             nonfinite=nonfinite,
-            return_moments=moments(np.concatenate(disc)),
+            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3),
         )
 
     def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:

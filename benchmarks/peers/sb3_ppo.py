@@ -57,18 +57,6 @@ ZOO_PPO: dict[str, dict] = {
         "n_epochs": 4,
         "ent_coef": 0.01,
     },
-    "LunarLanderContinuous-v3": {
-        "zoo_key": "LunarLanderContinuous-v3",
-        "n_envs": 16,
-        "n_timesteps": 1e6,
-        "policy": "MlpPolicy",
-        "n_steps": 1024,
-        "batch_size": 64,
-        "gae_lambda": 0.98,
-        "gamma": 0.999,
-        "n_epochs": 4,
-        "ent_coef": 0.01,
-    },
     "Pendulum-v1": {  # "# Tuned"
         "zoo_key": "Pendulum-v1",
         "n_envs": 4,
@@ -131,6 +119,9 @@ ZOO_PPO: dict[str, dict] = {
         },
     },
 }
+# rl-zoo lists LunarLanderContinuous-v3 with the very same values as LunarLander-v3.
+ZOO_PPO["LunarLanderContinuous-v3"] = {**ZOO_PPO["LunarLander-v3"],
+                                     "zoo_key": "LunarLanderContinuous-v3"}
 ZOO_SOURCE = "DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml @ eec15dc"
 
 CURVE_EVERY = 10_000  # env steps between learning-curve rows

@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -187,6 +188,8 @@ class Trainer:
         self.learner = Learner(cfg, space) if learner is None else learner
         self.num_workers = len(pool)
         self.per_update = batches_per_update(cfg, self.num_workers)
+        # serial runs keep one thread (exact resume); sync mode has nothing to overlap
+        self.overlap = cfg.learner_thread and cfg.mode == "async" and not cfg.serial
         self.state = RunState.fresh(cfg)
         self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None
@@ -211,6 +214,8 @@ class Trainer:
                            f"mode {cfg.mode}{gathered}")
 
     def loop(self, stop: StopSignals) -> None:
+        if self.overlap:
+            return self._overlapped_loop(stop)
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
         sync = cfg.mode == "sync"
         ref = pool.publish(learner.weights())
@@ -220,23 +225,52 @@ class Trainer:
             # async: a worker gets the newest weights the moment its batch arrives
             batches = pool.wait(self.per_update, resubmit=None if sync else ref)
             fresh = self._screen(batches)
-            if fresh and self._update(fresh):
-                if c.updates % cfg.checkpoint_every == 0:
-                    self._report(force=True)  # the row's clock is the one the checkpoint keeps
-                    self.ckpt.save()
-                ref = pool.publish(learner.weights())
+            if fresh:
+                batch = Batch.concat(fresh, same_version=sync)
+                ref = self._land(batch, learner.step(batch), ref)
             if sync:
                 for i in range(len(pool)):
                     pool.submit(i, ref)
             self._report()
 
-    def _screen(self, batches: list[Batch]) -> list[Batch]:
+    def _overlapped_loop(self, stop: StopSignals) -> None:
+        """Async mode with learner_thread: update k runs on a thread while the driver waits
+        for, screens and joins the batches of update k+1 (IMPALA's learner thread). A
+        worker is handed the newest *published* weights, which lack the update in flight,
+        so batches lag one version more; every update is still landed (counted, checkpointed,
+        published) on this thread, between steps."""
+        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
+        ref = pool.publish(learner.weights())
+        for i in range(len(pool)):
+            pool.submit(i, ref)
+        flight = None  # (batch, future, version it makes) of the step under way
+        with ThreadPoolExecutor(1, thread_name_prefix="learner") as thread:
+            try:
+                while (c.env_steps + (flight[0].env_steps if flight else 0) < cfg.total_env_steps
+                       and not self.solved() and not stop.received):
+                    batches = pool.wait(self.per_update, resubmit=ref)
+                    fresh = self._screen(batches, flight[2] if flight else None)
+                    batch = Batch.concat(fresh, same_version=False) if fresh else None
+                    if flight:
+                        (done, step, _), flight = flight, None
+                        ref = self._land(done, step.result(), ref)
+                    if batch is not None:
+                        version = learner.policy_version + 1
+                        flight = (batch, thread.submit(learner.step, batch), version)
+                    self._report()
+            finally:  # a stop or an error lands the step under way before anything is saved
+                if flight:
+                    self._land(flight[0], flight[1].result(), ref)
+
+    def _screen(self, batches: list[Batch], version: int | None = None) -> list[Batch]:
         """Count every batch and its finished episodes; return those fit to train on.
 
         Episodes count wherever they end, in a dropped batch too: the env played them.
         A batch is dropped when its worker flagged a NaN/Inf (on_nonfinite = drop) or
-        when it is more than max_policy_lag policy versions old."""
-        c, version = self.state.counters, self.learner.policy_version
+        when it is more than max_policy_lag policy versions old, counted against the
+        version that will train on it (`version`: given while a step is under way)."""
+        c = self.state.counters
+        version = self.learner.policy_version if version is None else version
         fresh, lags = [], []
         for b in batches:
             lag = version - b.policy_version
@@ -256,17 +290,19 @@ class Trainer:
         self.interval.add_lags(lags)
         return fresh
 
-    def _update(self, fresh: list[Batch]) -> bool:
-        """One learner step on the batches joined along N; False if it was skipped."""
+    def _land(self, batch: Batch, metrics: dict, ref):
+        """Count an update the learner made from `batch` (nothing, if it skipped it for a
+        non-finite loss), checkpoint when due, and return the weights to hand out next."""
+        if not metrics["applied"]:
+            return ref
         c = self.state.counters
-        batch = Batch.concat(fresh, same_version=self.cfg.mode == "sync")
-        metrics = self.learner.step(batch)
-        if not metrics["applied"]:  # non-finite loss: nothing moved, nothing is counted
-            return False
         c.updates += 1
         c.env_steps += batch.env_steps
         self.interval.add_update(metrics)
-        return True
+        if c.updates % self.cfg.checkpoint_every == 0:
+            self._report(force=True)  # the row's clock is the one the checkpoint keeps
+            self.ckpt.save()
+        return self.pool.publish(self.learner.weights())
 
     def _tick(self) -> float:
         """Bring the clock and restart counters up to date; return this session's steps/s."""

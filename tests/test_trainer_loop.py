@@ -4,6 +4,8 @@ The pool hands out batches made by the weights each worker was last given, in an
 the test writes down, so lag, drops and resubmission are exact and can be asserted."""
 
 import io
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config, batches_per_update
 from distributed_ac.envs import probe_space
 from distributed_ac.metrics import ConsoleProgress
+from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.train import StopSignals, Trainer
 
 T, N = 4, 2  # each worker batch: [T, N]
@@ -84,8 +87,10 @@ class ScriptedPool:
 
 
 def run_loop(tmp_path, pool, **cfg_fields):
+    # the driver-thread loop unless a test asks for the learner thread (tests further down)
     cfg = Config(**{"envs_per_worker": N, "rollout_length": T, "hidden_sizes": (8,),
-                    "log_every_s": 1e9, "checkpoint_every": 10**6, **cfg_fields})
+                    "log_every_s": 1e9, "checkpoint_every": 10**6, "learner_thread": False,
+                    **cfg_fields})
     space = probe_space(cfg.env, cfg.vectorization)
     run = rundir.new_run(tmp_path / "run", cfg)
     progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
@@ -170,3 +175,84 @@ def test_batches_per_update_is_w_in_sync_mode_and_keeps_lag_near_4_in_async(mode
 def test_an_explicit_batches_per_update_is_capped_at_the_worker_count():
     assert batches_per_update(Config(batches_per_update=3), 8) == 3
     assert batches_per_update(Config(batches_per_update=30), 8) == 8
+
+
+# --- the learner thread (async on Ray): step k runs while the driver gathers k+1 -------------
+
+
+class OverlapProbe(ScriptedPool):
+    """Records, at each wait, whether a learner step was running on another thread then.
+    A wait gives the step up to 2 s to start: without overlap it never does."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.running = threading.Event()
+        self.overlapped: list[bool] = []
+
+    def wait(self, num, resubmit=None):
+        self.overlapped.append(self.running.wait(2.0) if self.deliveries else False)
+        return super().wait(num, resubmit)
+
+
+def run_overlapped(tmp_path, pool, **cfg_fields):
+    """run_loop with learner_thread, and a learner step that takes 0.2 s and says so."""
+    cfg = Config(envs_per_worker=N, rollout_length=T, hidden_sizes=(8,), log_every_s=1e9,
+                 checkpoint_every=10**6, mode="async", learner_thread=True, **cfg_fields)
+    space = probe_space(cfg.env, cfg.vectorization)
+    run = rundir.new_run(tmp_path / "run", cfg)
+    progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
+    with Trainer(cfg, run, pool, space, False, progress) as trainer:
+        step, threads = trainer.learner.step, []
+
+        def slow_step(batch):
+            threads.append(threading.current_thread() is threading.main_thread())
+            if isinstance(pool, OverlapProbe):
+                pool.running.set()
+                time.sleep(0.2)
+                pool.running.clear()
+            return step(batch)
+
+        trainer.learner.step = slow_step
+        trainer.loop(StopSignals())
+    return trainer, threads
+
+
+def test_the_learner_thread_steps_while_the_driver_waits_for_the_next_batches(tmp_path):
+    pool = OverlapProbe(2, order=[0, 1])
+    trainer, on_main = run_overlapped(tmp_path, pool, batches_per_update=1,
+                                      total_env_steps=5 * T * N)
+    c = trainer.state.counters
+    assert c.updates == 5 and c.env_steps == 5 * T * N and c.batches == 5
+    assert on_main == [False] * 5  # every step ran off the driver's thread
+    assert pool.overlapped == [False, True, True, True, True]  # the first wait has no step to overlap
+
+
+def test_with_the_learner_thread_workers_get_the_weights_published_before_the_step_in_flight(tmp_path):
+    pool = ScriptedPool(4, order=[0, 1, 2, 3])
+    trainer, _ = run_overlapped(tmp_path, pool, batches_per_update=2,
+                                total_env_steps=6 * 2 * T * N)
+    c = trainer.state.counters
+    assert c.updates == 6 and c.env_steps == 6 * 2 * T * N and c.batches == 12  # no overshoot
+    waits = [e for e in pool.log if e[0] == "wait"]
+    published = [e[1] for e in pool.log if e[0] == "publish"]
+    assert published == list(range(7))  # v0, then one per landed update
+    # the second wait runs while update 1 is in flight: it still hands out v0
+    assert [w[2] for w in waits] == [0, 0, 1, 2, 3, 4]
+    # lag counts against the version that trains the batch: 1 more than on the driver's thread
+    assert c.max_lag == run_loop(tmp_path / "b", ScriptedPool(4, order=[0, 1, 2, 3]), mode="async",
+                                 batches_per_update=2,
+                                 total_env_steps=6 * 2 * T * N).state.counters.max_lag + 1
+
+
+def test_with_the_learner_thread_a_failing_step_stops_the_run_on_the_driver(tmp_path):
+    pool = ScriptedPool(1, order=[0], nan_rewards={1, 2})
+    with pytest.raises(NonFiniteLossError):
+        run_overlapped(tmp_path, pool, max_nonfinite_updates=2, total_env_steps=10 * T * N)
+
+
+def test_with_the_learner_thread_a_nonfinite_loss_skips_only_that_update(tmp_path):
+    pool = ScriptedPool(1, order=[0], nan_rewards={2})
+    trainer, _ = run_overlapped(tmp_path, pool, total_env_steps=4 * T * N)
+    c = trainer.state.counters
+    assert trainer.learner.skipped_updates == 1
+    assert c.batches == 5 and c.updates == 4 and c.env_steps == 4 * T * N

@@ -3,6 +3,7 @@
 Phases, each a rate (the median of `repeats` timed windows, every window listed):
 
   env        the vector env stepping with random actions                    env_steps/s
+             (ALE ids: also extra.frames_per_s, agent steps x the frame skip of 4)
   worker     env + NumPy policy + batch assembly in RolloutWorker.collect   env_steps/s
   learner    Learner.step (the tf.function) on synthetic batches            samples/s
   broadcast  publish a Weights bundle and have every Ray worker load it     broadcasts/s
@@ -45,6 +46,7 @@ from importlib import metadata
 
 import numpy as np
 
+from distributed_ac.atari import Preprocess, frame_skip
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config, batches_per_update, learner_threads
 from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
@@ -180,7 +182,7 @@ def timed_windows(fn, units_per_call: int, repeats: int, min_time: float) -> lis
 
 def _env_stepper(cfg: Config, worker_id: int):
     """(one call = one vector step with random actions, env steps per call)."""
-    envs = make_vector_env(cfg.env, cfg.envs_per_worker, cfg.vectorization)
+    envs = make_vector_env(cfg.env, cfg.envs_per_worker, cfg.vectorization, Preprocess.of(cfg))
     space = space_of(envs, cfg.env)
     rng = np.random.default_rng(cfg.seed + worker_id)
     envs.reset(seed=cfg.seed + worker_id)
@@ -261,8 +263,11 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
     if errors:
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
+    skip = frame_skip(cfg.env)  # Atari: each agent step is `skip` emulator frames
+    frames = ({"frames_per_s": round(statistics.median(per_window) * skip, 1), "frame_skip": skip}
+              if skip > 1 else {})
     return record(kind, cfg, workers, per_window, cfg.envs_per_worker * cfg.rollout_length,
-                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1))
+                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **frames)
 
 
 def learner_batch_size(cfg: Config, workers: int) -> int:
@@ -337,7 +342,7 @@ def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) ->
     distributed = _start_local_ray()
     pool = distributed.RayPool(cfg, workers)
     try:
-        space = probe_space(cfg.env, cfg.vectorization)
+        space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))
         version = [1]
 
         def broadcast():

@@ -16,6 +16,7 @@ from distributed_ac import bench_report
 from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_phase, local_phase,
                                   pipeline_learner_phase)
 from distributed_ac.config import Config, ConfigError, load_yaml
+from distributed_ac.atari import Preprocess
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import UsageError
 from distributed_ac.flags import check_writable, parse_flags
@@ -100,7 +101,7 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
                 if phase in ("env", "worker"):
                     rec = local_phase(phase, c, w, repeats, min_time)
                 elif phase == "learner":
-                    space = space or probe_space(c.env, c.vectorization)
+                    space = space or probe_space(c.env, c.vectorization, Preprocess.of(c))
                     rec = pipeline_learner_phase(c, space, w, repeats, min_time)
                 elif phase == "broadcast":
                     rec = broadcast_phase(c, w, repeats, min_time)
@@ -125,7 +126,7 @@ def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=prin
         print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
         return []
     c = dataclasses.replace(cfg, device="gpu")
-    space = probe_space(c.env, c.vectorization)
+    space = probe_space(c.env, c.vectorization, Preprocess.of(c))
     records = []
     for b in batch_sizes:
         c_b = dataclasses.replace(c, envs_per_worker=max(1, b // c.rollout_length),
@@ -168,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     if records:
         print(bench_report.table(records), file=sys.stderr)
         for r in records:
+            if "frames_per_s" in r["extra"]:
+                print(f"{r['phase']} at {r['workers']} worker(s) x {r['envs_per_worker']} envs: "
+                      f"{r['value']:,.0f} agent steps/s = {r['extra']['frames_per_s']:,.0f} frames/s "
+                      f"(frame skip {r['extra']['frame_skip']})", file=sys.stderr)
             if r["phase"] == "efficiency":
                 x = r["extra"]
                 print(f"pipeline efficiency at {r['workers']} worker(s) x {r['envs_per_worker']} envs: "

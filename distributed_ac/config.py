@@ -35,6 +35,14 @@ class Config:
     """How sub-envs are stepped: auto = the env's numpy-vectorized entry point if it has one, else sync; async = one process per sub-env (spawn)."""
     seed: int = 0
     """Seed for environments, network initialisation and action sampling."""
+    frame_size: int = 0
+    """Image observations: resize frames to frame_size x frame_size (Gymnasium's ResizeObservation, which needs OpenCV); 0 = auto: 84 for ALE ids, the env's own size otherwise."""
+    grayscale: Optional[bool] = None
+    """Image observations: one gray channel instead of RGB (GrayscaleObservation); null = auto: true for ALE ids, false otherwise."""
+    frame_stack: int = 0
+    """Image observations: stack the newest frame_stack frames along the channels (FrameStackObservation, channels last: uint8 [H, W, C x frame_stack]); 0 = auto: 4 for ALE ids, 1 (no stack) otherwise."""
+    sticky_actions: Optional[float] = None
+    """ALE ids only: probability that the previous action is repeated on each frame (sticky actions, Machado et al. 2018); null = the id's own, 0.25 for the v5 ids."""
 
     # --- execution ---------------------------------------------------------------
     mode: Literal["sync", "async"] = "async"
@@ -198,6 +206,9 @@ def _check_ranges(c: Config) -> None:
     rules = [
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
         (c.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+        (c.frame_size >= 0, "frame_size must be >= 0 (0 = auto)"),
+        (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),
+        (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
         (c.rollout_length >= 1, "rollout_length must be >= 1"),
         (c.worker_cpus > 0, "worker_cpus must be > 0"),
         (c.total_env_steps >= 1, "total_env_steps must be >= 1"),

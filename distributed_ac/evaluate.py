@@ -16,6 +16,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from distributed_ac.atari import Preprocess, make_single
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvError, probe_space, resolve_env_id
 from distributed_ac.policy import Policy
@@ -32,7 +33,7 @@ def load_trained(run_dir: str | Path):
 
     # The run may have trained on a GPU this machine lacks; inference here is tiny.
     cfg = dataclasses.replace(saved_config(run), device="cpu")
-    space = probe_space(cfg.env, cfg.vectorization)
+    space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))
     learner = Learner(cfg, space)
     path = restore_networks(run, learner.nets)
     return cfg, space, learner, path
@@ -44,7 +45,10 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
     # complains on a headless machine.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
-        env = gym.make(env_id, render_mode="rgb_array" if video else None)
+        # training=False: ALE episodes are whole games with raw (unclipped) rewards,
+        # so the returns here are game scores; the observations are the training ones.
+        env = make_single(env_id, Preprocess.of(cfg, training=False),
+                          render_mode="rgb_array" if video else None)
     except Exception as e:
         raise EnvError(f"cannot make environment '{cfg.env}': {type(e).__name__}: {e}") from None
     if video is None:
@@ -60,7 +64,7 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
 
 def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool, seed: int,
                  video: Path | None = None) -> np.ndarray:
-    """Undiscounted return of each of `episodes` episodes, one env, seeds seed, seed + 1, ..."""
+    """Undiscounted raw return (Atari: game score) of each of `episodes` episodes, one env, seeds seed, seed + 1, ..."""
     env = _make_env(cfg, video)
     rng = np.random.default_rng(seed)
     returns = np.zeros(episodes)

@@ -10,9 +10,10 @@ import os
 
 import numpy as np
 
+from distributed_ac import atari
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
-from distributed_ac.envs import make_vector_env, space_of, sub_env_of
+from distributed_ac.envs import make_vector_env, resolve_env_id, space_of, sub_env_of
 from distributed_ac.errors import EnvStepError, NonFiniteError
 from distributed_ac.normalization import moments
 from distributed_ac.policy import Policy
@@ -59,7 +60,11 @@ class RolloutWorker:
         self.cfg = cfg
         self.worker_id = worker_id
         self.num_envs = cfg.envs_per_worker
-        self.envs = make_vector_env(cfg.env, self.num_envs, cfg.vectorization)
+        self.envs = make_vector_env(cfg.env, self.num_envs, cfg.vectorization,
+                                    atari.Preprocess.of(cfg))
+        # ALE envs learn from lives and clipped rewards but report whole games' raw
+        # scores in info; every other env's episodes are this worker's own sums.
+        self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = space_of(self.envs, cfg.env)
         self.policy = Policy(self.space, cfg.activation)
         # Distinct, reproducible streams per worker: env seeds and action sampling.
@@ -116,7 +121,7 @@ class RolloutWorker:
         Returns (reward, terminated, truncated, real, ended): `real` is False on the
         NEXT_STEP reset steps, `ended` is (returns, lengths) of episodes that just ended."""
         try:
-            next_obs, r, te, tr, _ = self.envs.step(env_action)
+            next_obs, r, te, tr, infos = self.envs.step(env_action)
         except Exception as e:  # any env bug: report where, let the driver rebuild us
             raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
                                f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
@@ -128,14 +133,19 @@ class RolloutWorker:
             self._disc_return = self._disc_return * self.cfg.gamma + np.where(real, r, 0.0)
             self._disc_sample = self._disc_return[real]  # a fresh array (fancy indexing)
             self._disc_return[done] = 0.0
-        ended = None
-        if done.any():
-            ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
-            self._ep_return[done] = 0.0
-            self._ep_length[done] = 0
+        ended = atari.games_ended(infos) if self._games else self._episodes_ended(done)
         self._after_done = np.logical_or(te, tr)
         self._obs = self._as_obs(next_obs)
         return r, te, tr, real, ended
+
+    def _episodes_ended(self, done: np.ndarray):
+        """(returns, lengths) of this step's ended episodes from this worker's sums, or None."""
+        if not done.any():
+            return None
+        ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
+        self._ep_return[done] = 0.0
+        self._ep_length[done] = 0
+        return ended
 
     def collect(self, weights: Weights | None = None) -> Batch:
         """Step every sub-env `rollout_length` times with the newest weights."""

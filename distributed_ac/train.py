@@ -33,6 +33,7 @@ from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
 from distributed_ac.config import Config, batches_per_update, planned_updates
 from distributed_ac.generators import generator_words, set_generator_words
+from distributed_ac.atari import Preprocess
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import Interrupted, NonFiniteLossError, RunStopped
 from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
@@ -146,7 +147,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     the run there continues from its newest checkpoint.
     """
     start = time.monotonic()
-    space = probe_space(cfg.env, cfg.vectorization)  # a bad env leaves no run directory behind
+    space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))  # a bad env leaves no run directory behind
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.

@@ -80,3 +80,31 @@ def ScaledCartPole(**kwargs):
     space = gym.spaces.Box(f(env.observation_space.low), f(env.observation_space.high),
                            dtype=np.float32)
     return gym.wrappers.TransformObservation(env, f, space)
+
+
+class LivesGame(Countdown):
+    """An ALE-like game of `lives` lives: each life lasts `life_length` steps with reward
+    `reward` per step, info["lives"] counts down, and the game terminates with the last
+    life. `resets` counts real resets, so a test can tell a new game from a next life."""
+
+    def __init__(self, lives: int = 3, life_length: int = 4, reward: float = 5.0):
+        super().__init__(length=lives * life_length)
+        self.max_lives, self.life_length, self.reward = lives, life_length, reward
+        self.resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        obs, _ = super().reset(seed=seed)
+        return obs, {"lives": self.max_lives}
+
+    def step(self, action):
+        obs, _, terminated, truncated, _ = super().step(action)
+        lives = self.max_lives - self.t // self.life_length
+        return obs, self.reward, terminated, truncated, {"lives": lives}
+
+
+def AtariLikeLivesGame():
+    """LivesGame under atari.py's training wrappers (what ALE ids get, less the pixels)."""
+    from distributed_ac import atari
+
+    return atari.ClipRewardToSign(atari.EpisodicLife(atari.GameScore(LivesGame())))

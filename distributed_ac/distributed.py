@@ -238,6 +238,10 @@ class RayPool:
                         self.submit(worker, resubmit)
         return batches
 
+    def idle(self) -> list[int]:
+        busy = set(self._in_flight.values())  # a replacement is submitted as it starts
+        return [i for i in range(len(self.workers)) if i not in busy]
+
     def _get_all(self, slots: list[int], refs: list) -> list[Batch | None]:
         """The ready batches in one ray.get (one call costs ~0.3 ms whatever it carries);
         if any worker failed, each ref on its own, so a failure costs only its batch."""

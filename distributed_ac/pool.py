@@ -46,6 +46,9 @@ class Pool(Protocol):
         """The next `num` whole batches. With `resubmit`, a worker is handed it the moment
         its batch arrives, so it samples while the others are awaited and the learner trains."""
 
+    def idle(self) -> list[int]:
+        """The workers with no collect in flight (their batch arrived without a resubmit)."""
+
     def reseed(self, seeds: list[int]) -> None:
         """Restart worker i's envs and sampling stream from seeds[i]."""
 
@@ -91,6 +94,10 @@ class SerialPool:
             if resubmit is not None:
                 self.submit(worker, resubmit)
         return batches
+
+    def idle(self) -> list[int]:
+        queued = {worker for worker, _ in self._queue}
+        return [i for i in range(len(self.workers)) if i not in queued]
 
     def reseed(self, seeds: list[int]) -> None:
         for i, (w, seed) in enumerate(zip(self.workers, seeds)):

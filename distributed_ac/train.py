@@ -236,10 +236,10 @@ class Trainer:
 
     def _overlapped_loop(self, stop: StopSignals) -> None:
         """Async mode with learner_thread: update k runs on a thread while the driver waits
-        for, screens and joins the batches of update k+1 (IMPALA's learner thread). A
-        worker is handed the newest *published* weights, which lack the update in flight,
-        so batches lag one version more; every update is still landed (counted, checkpointed,
-        published) on this thread, between steps."""
+        for, screens and joins the batches of update k+1 (IMPALA's learner thread). A worker
+        whose batch arrives while a step is under way is handed the weights that step makes,
+        as soon as it lands: lag stays what it is without the thread, and a worker waits at
+        most one step. Updates are landed (counted, checkpointed, published) here."""
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
         ref = pool.publish(learner.weights())
         for i in range(len(pool)):
@@ -249,12 +249,14 @@ class Trainer:
             try:
                 while (c.env_steps + (flight[0].env_steps if flight else 0) < cfg.total_env_steps
                        and not self.solved() and not stop.received):
-                    batches = pool.wait(self.per_update, resubmit=ref)
+                    batches = pool.wait(self.per_update, resubmit=None if flight else ref)
                     fresh = self._screen(batches, flight[2] if flight else None)
                     batch = Batch.concat(fresh, same_version=False) if fresh else None
                     if flight:
                         (done, step, _), flight = flight, None
                         ref = self._land(done, step.result(), ref)
+                        for worker in pool.idle():  # held while the step ran
+                            pool.submit(worker, ref)
                     if batch is not None:
                         version = learner.policy_version + 1
                         flight = (batch, thread.submit(learner.step, batch), version)

@@ -39,6 +39,14 @@ def _conv(filters: int, kernel: int, stride: int, padding: str, activation, name
                                kernel_initializer=_orthogonal(seed))
 
 
+def _track(layer, prefix: str, sublayers: list) -> list[str]:
+    """Sublayers as attributes prefix0, prefix1, ...: tf.train.Checkpoint follows named
+    attributes, not a Keras-tracked list (a list left a torso's convs out of checkpoints)."""
+    for i, sub in enumerate(sublayers):
+        setattr(layer, f"{prefix}{i}", sub)
+    return [f"{prefix}{i}" for i in range(len(sublayers))]
+
+
 def scaled(x):
     """uint8 pixels -> float32 in [0, 1]; float images are taken as they are."""
     if x.dtype == tf.uint8:
@@ -49,11 +57,15 @@ def scaled(x):
 class NatureTorso(keras.layers.Layer):
     def __init__(self, seed: int, **kwargs):
         super().__init__(**kwargs)
-        self.convs = [_conv(f, k, s, "valid", "relu", f"conv{i}", seed + i)
-                      for i, (f, k, s) in enumerate(NATURE_CONVS)]
+        self._convs = _track(self, "conv", [_conv(f, k, s, "valid", "relu", f"conv{i}", seed + i)
+                                            for i, (f, k, s) in enumerate(NATURE_CONVS)])
         self.flatten = keras.layers.Flatten()
         self.dense = keras.layers.Dense(NATURE_DENSE, activation="relu", name="dense",
                                         kernel_initializer=_orthogonal(seed + 10))
+
+    @property
+    def convs(self) -> list:
+        return [getattr(self, name) for name in self._convs]
 
     def call(self, x):
         x = scaled(x)
@@ -84,11 +96,12 @@ class ResidualBlock(keras.layers.Layer):
 class ImpalaTorso(keras.layers.Layer):
     def __init__(self, seed: int, **kwargs):
         super().__init__(**kwargs)
-        self.convs = [_conv(ch, 3, 1, "same", None, f"conv{i}", seed + 10 * i)
-                      for i, ch in enumerate(IMPALA_CHANNELS)]
-        # flat, so Keras tracks every block; stack i owns blocks[i * IMPALA_BLOCKS:][:IMPALA_BLOCKS]
-        self.blocks = [ResidualBlock(ch, seed + 10 * i + 2 + 2 * j, name=f"res{i}_{j}")
-                       for i, ch in enumerate(IMPALA_CHANNELS) for j in range(IMPALA_BLOCKS)]
+        self._convs = _track(self, "conv", [_conv(ch, 3, 1, "same", None, f"conv{i}", seed + 10 * i)
+                                            for i, ch in enumerate(IMPALA_CHANNELS)])
+        # stack i owns blocks IMPALA_BLOCKS * i ... IMPALA_BLOCKS * (i + 1) - 1
+        self._blocks = _track(self, "res", [
+            ResidualBlock(ch, seed + 10 * i + 2 + 2 * j, name=f"res{i}_{j}")
+            for i, ch in enumerate(IMPALA_CHANNELS) for j in range(IMPALA_BLOCKS)])
         self.pool = keras.layers.MaxPooling2D(3, strides=2, padding="same")
         self.flatten = keras.layers.Flatten()
         self.dense = keras.layers.Dense(IMPALA_DENSE, activation="relu", name="dense",
@@ -102,8 +115,13 @@ class ImpalaTorso(keras.layers.Layer):
                 x = block(x)
         return self.dense(tf.nn.relu(self.flatten(x)))
 
+    @property
+    def convs(self) -> list:
+        return [getattr(self, name) for name in self._convs]
+
     def _stack_blocks(self, i: int) -> list:
-        return self.blocks[i * IMPALA_BLOCKS:(i + 1) * IMPALA_BLOCKS]
+        names = self._blocks[i * IMPALA_BLOCKS:(i + 1) * IMPALA_BLOCKS]
+        return [getattr(self, name) for name in names]
 
     @property
     def bundle_variables(self) -> list:

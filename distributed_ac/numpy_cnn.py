@@ -5,9 +5,9 @@ describe one network; a test holds the two to 1e-5.
 Each convolution is im2col then one matmul: `sliding_window_view` gives every output
 position's receptive field as a view, one copy lays those fields out as rows (casting
 uint8 pixels to float32 on the way for the first layer), and a single BLAS call
-multiplies them by the kernel. The kernel is reordered once per Weights bundle to the
-windows' (C_in, kh, kw) order, so the patches never need a transpose; the first layer's
-kernel also absorbs the 1/255 scaling of uint8 images. Frames go through in blocks of
+multiplies them by the kernel, whose [kh, kw, C_in, C_out] layout is already the
+patches' row order. The first layer's kernel also absorbs the 1/255 scaling of uint8
+images (one fewer pass over the frames). Frames go through in blocks of
 BLOCK so that a layer's patch matrix stays a few MB.
 """
 
@@ -41,25 +41,37 @@ class Conv:
     def __init__(self, kernel: np.ndarray, bias: np.ndarray, stride: int, same: bool):
         k, _, c_in, c_out = kernel.shape
         self.k, self.stride, self.pad = k, stride, (k // 2 if same else 0)
-        # windows come as (C_in, kh, kw); order the kernel's rows the same way
-        self.w = np.ascontiguousarray(kernel.transpose(2, 0, 1, 3).reshape(c_in * k * k, c_out),
-                                      dtype=np.float32)
+        # patches are laid out (kh, kw, C_in), the kernel's own row order
+        self.w = np.ascontiguousarray(kernel.reshape(k * k * c_in, c_out), dtype=np.float32)
         self.w_uint8 = self.w * UINT8_SCALE  # for byte images: x/255 folded into the kernel
         self.b = np.asarray(bias, np.float32)
+        self._cols = self._out = np.empty(0, np.float32)
+
+    def _buffers(self, shape: tuple, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """The patch and output arrays, kept between calls: a fresh 13 MB patch matrix is
+        a new mapping whose pages fault on first touch (the MLP's lesson in policy.py)."""
+        if self._cols.shape != shape:
+            self._cols = np.empty(shape, np.float32)
+            self._out = np.empty((rows, self.w.shape[1]), np.float32)
+        return self._cols, self._out
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.pad:
             p = self.pad
             x = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)))
         s = self.stride
+        # [B, OH, OW, kh, kw, C]: a kernel row's kw x C pixels are contiguous in x, so the
+        # copy below moves runs of kw * C values, not C-strided singles ((C, kh, kw) order,
+        # sliding_window_view's own, made the copy ~2x slower than the matmul)
         win = sliding_window_view(x, (self.k, self.k), axis=(1, 2))[:, ::s, ::s]
-        cols = np.empty(win.shape, np.float32)
-        np.copyto(cols, win)  # the im2col copy (and the uint8 -> float32 cast)
+        win = win.transpose(0, 1, 2, 4, 5, 3)
         b, oh, ow = win.shape[:3]
+        cols, y = self._buffers(win.shape, b * oh * ow)
+        np.copyto(cols, win)  # the im2col copy (and the uint8 -> float32 cast)
         w = self.w_uint8 if x.dtype == np.uint8 else self.w
-        y = cols.reshape(b * oh * ow, -1) @ w
+        np.matmul(cols.reshape(b * oh * ow, -1), w, out=y)
         y += self.b
-        return y.reshape(b, oh, ow, -1)
+        return y.reshape(b, oh, ow, -1)  # a view of the buffer: valid until the next call
 
 
 def relu(x: np.ndarray) -> np.ndarray:

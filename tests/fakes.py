@@ -93,7 +93,8 @@ class PixelChase(gym.Env):
     GRID, CELL, MAX_STEPS = 4, 9, 12
     MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])
 
-    def __init__(self):
+    def __init__(self, render_mode=None):  # evaluate passes render_mode
+        self.render_mode = render_mode
         size = self.GRID * self.CELL
         self.observation_space = gym.spaces.Box(0, 255, (size, size, 1), np.uint8)
         self.action_space = gym.spaces.Discrete(4)

@@ -34,7 +34,6 @@ def image_space(shape, num_actions=6) -> EnvSpace:
                                           ("impala", (84, 84, 4)), ("impala", (21, 21, 3))])
 def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
     learner = Learner(Config(torso=torso, topology=topology), image_space(shape))
-    # one V update so V_target is not V's initial values only (and sync copies it over)
     policy = Policy(learner.space, "tanh")
     policy.load(learner.weights())
     x = np.random.default_rng(0).integers(0, 256, (45, *shape), dtype=np.uint8)  # > one block

@@ -4,7 +4,8 @@ Both are plain dataclasses of NumPy arrays so Ray moves them without TensorFlow,
 both carry versions so the learner can measure and bound policy lag.
 
 Shapes are time-major: T = rollout_length, N = sub-envs (summed over workers after
-`Batch.concat`). Observations, rewards and values are float32.
+`Batch.concat`). Rewards and values are float32; observations are float32 vectors, or
+images [T, N, H, W, C] that stay uint8 (4x fewer bytes to ship) until the learner's graph.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from distributed_ac.normalization import merge_all, normalize_np
 
 @dataclasses.dataclass
 class Batch:
-    obs: np.ndarray  # [T, N, obs_dim] float32: observation the action was taken in
+    obs: np.ndarray  # [T, N, obs_dim] float32 or [T, N, H, W, C] uint8: observation the action was taken in
     actions: np.ndarray  # [T, N] int32 (Discrete) or [T, N, A] float32 pre-tanh sample u (Box)
     rewards: np.ndarray  # [T, N] float32, unscaled env rewards
     terminated: np.ndarray  # [T, N] float32 0/1: episode ended in a terminal state
@@ -94,7 +95,10 @@ class Weights:
     `actor` and `v_target` are the Dense kernels and biases along each network's path from
     observation to output ([W0, b0, W1, b1, ...]); the actor's list ends with the
     state-independent log_std for Box actions. The shared trunk, when there is one, is the
-    first layers of both paths (V_target has its own copy of the trunk).
+    first layers of both paths (V_target has its own copy of the trunk). With a CNN
+    `torso` each path begins with the torso's arrays (numpy_cnn.bundle_size of them: conv
+    kernels [kh, kw, C_in, C_out] and biases, then its dense layer; cnn.py gives the
+    order), followed by the head's kernel and bias.
     """
 
     version: int
@@ -102,6 +106,7 @@ class Weights:
     actor: list[np.ndarray]
     v_target: list[np.ndarray]
     obs_norm: ObsNorm | None = None  # applied to observations before both networks
+    torso: str = "mlp"  # mlp, nature or impala: how the policy reads the arrays above
 
     def actor_parts(self, discrete: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
         """The actor's dense [W0, b0, ...] and its log_std (None for Discrete actions)."""

@@ -91,6 +91,8 @@ class Config:
     # --- networks ----------------------------------------------------------------
     topology: Literal["separate", "shared"] = "separate"
     """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
+    torso: Literal["auto", "mlp", "nature", "impala"] = "auto"
+    """What turns an observation into features: mlp (hidden_sizes, activation); nature = the DQN Nature CNN (conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512, ReLU; images of at least 36x36); impala = the IMPALA ResNet (16/32/32 channels, each a 3x3 conv, a 3x3/2 max-pool and two residual blocks, dense 256). auto = nature for image (rank-3, H x W x C) observations, mlp otherwise. A CNN is the shared trunk in the shared topology, and ignores hidden_sizes and activation."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: str = "tanh"
@@ -252,6 +254,31 @@ def _check_ranges(c: Config) -> None:
             f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
             f"(rollout_length x envs_per_worker = {c.rollout_length * c.envs_per_worker})"
         )
+
+
+NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
+
+
+def torso_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
+    """The torso a run builds for observations of `obs_shape` (auto resolved); a torso or
+    normalize_obs that cannot work with them is a ConfigError. Checked once the env's
+    spaces are known, which a Config alone does not know."""
+    image = len(obs_shape) == 3
+    torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
+    shape = "x".join(str(d) for d in obs_shape)
+    if image and torso == "mlp":
+        raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
+                          "images (use --torso nature or impala)")
+    if not image and torso != "mlp":
+        raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
+                          f"gives {shape} vectors (use --torso mlp)")
+    if image and cfg.normalize_obs:
+        raise ConfigError("normalize_obs is for vector observations; image observations "
+                          "are scaled by 1/255 inside the network instead")
+    if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
+        raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
+                          f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
+    return torso
 
 
 LAG_TARGET = 4  # the policy lag the automatic batches_per_update aims at (RESULTS.md, 'Scale')

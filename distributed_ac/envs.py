@@ -4,6 +4,10 @@
 step after an episode ends is a reset step whose action is ignored; rollout.py masks
 it). `EnvSpace` is the small, picklable description of the spaces that the learner and
 the policy need, so the learner never has to hold an environment.
+
+Observations: a rank-3 Box is an image, taken as (H, W, C), and keeps its dtype when it
+is uint8 (Atari frames: 84 x 84 x 4) all the way to the learner's graph, which scales it
+by 1/255; any other Box is flattened to float32 [obs_dim] for an MLP.
 """
 
 from __future__ import annotations
@@ -34,6 +38,22 @@ class EnvSpace:
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     action_start: int = 0  # Discrete(n, start) offset
+    obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
+    obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
+
+    def __post_init__(self):
+        if not self.obs_shape:
+            object.__setattr__(self, "obs_shape", (self.obs_dim,))
+
+    @property
+    def image(self) -> bool:
+        """A rank-3 (H, W, C) observation, for a CNN torso."""
+        return len(self.obs_shape) == 3
+
+    def as_batch(self, obs, n: int) -> np.ndarray:
+        """`n` observations as the policy and the learner take them: [n, *obs_shape] of
+        obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
+        return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
 
     @property
     def half_range(self) -> np.ndarray:
@@ -156,15 +176,27 @@ def space_of(venv: gym.vector.VectorEnv, env: str) -> EnvSpace:
     if not isinstance(obs_space, gym.spaces.Box):
         raise EnvError(f"'{env}' has observation space {obs_space}; only Box observations are supported")
     obs_dim = int(np.prod(obs_space.shape))
+    obs = _obs_fields(obs_space)
     if isinstance(act_space, gym.spaces.Discrete):
-        return EnvSpace(env, obs_dim, True, int(act_space.n), action_start=int(act_space.start))
+        return EnvSpace(env, obs_dim, True, int(act_space.n), action_start=int(act_space.start),
+                        **obs)
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
             raise EnvError(f"'{env}' has an unbounded Box action space; tanh squashing needs finite bounds")
         return EnvSpace(env, obs_dim, False, int(act_space.shape[0]),
-                        tuple(low.tolist()), tuple(high.tolist()))
+                        tuple(low.tolist()), tuple(high.tolist()), **obs)
     raise EnvError(f"'{env}' has action space {act_space}; only Discrete and 1-D Box are supported")
+
+
+def _obs_fields(obs_space: gym.spaces.Box) -> dict:
+    """obs_shape and obs_dtype: images (rank 3) keep their shape, and their bytes when
+    uint8 (4x less to step, ship and store than float32); everything else is a flat
+    float32 vector, as before."""
+    if len(obs_space.shape) != 3:
+        return {}
+    dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
+    return {"obs_shape": tuple(int(d) for d in obs_space.shape), "obs_dtype": dtype}
 
 
 def probe_space(env: str, vectorization: str = "auto",

@@ -73,7 +73,7 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
             obs, _ = env.reset(seed=seed + i)
             done = False
             while not done:
-                x = np.asarray(obs, np.float32).reshape(1, -1)
+                x = policy.space.as_batch(obs, 1)
                 _, action, _ = policy.act(x, rng, deterministic)
                 obs, reward, terminated, truncated, _ = env.step(action[0])
                 returns[i] += float(reward)

@@ -4,6 +4,9 @@
     m.action(obs)   # obs [B, obs_dim] float32 -> [B] int64 (Discrete) or [B, A] float32 (Box)
     m.value(obs)    # obs [B, obs_dim] float32 -> [B] float32, the critic V(obs)
 
+An image policy (a CNN torso) takes observations as the env gives them, e.g. uint8
+[B, 84, 84, 4] for Atari, and scales them by 1/255 inside, as training did.
+
 Actions are deterministic: the argmax of the logits (plus the Discrete space's start),
 or the Gaussian mean squashed by tanh and rescaled to the Box, exactly as the workers'
 policy acts with `deterministic=True`. Observations go in raw: a run trained with
@@ -19,9 +22,11 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from distributed_ac import cnn
 from distributed_ac.distributions import squash_to_box
 from distributed_ac.envs import EnvSpace
 from distributed_ac.networks import path_variables
+from distributed_ac.numpy_cnn import bundle_size
 from distributed_ac.rundir import RunDirError
 
 
@@ -35,12 +40,15 @@ class PolicyModule(tf.Module):
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
         self._activation = keras.activations.get(activation)  # traced into plain TF ops
-        self._space = space
-        obs = tf.TensorSpec([None, space.obs_dim], tf.float32, name="obs")
+        self._space, self._torso = space, nets.torso
+        obs = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs")
         self.action = tf.function(self._action, input_signature=[obs])
         self.value = tf.function(self._value, input_signature=[obs])
 
     def _mlp(self, params, x):
+        if self._torso != "mlp":  # the CNN's arrays come first (the Weights layout)
+            k = bundle_size(self._torso)
+            params, x = params[k:], cnn.tf_forward(self._torso, params[:k], x)
         n = len(params) // 2
         for i in range(n):
             x = tf.matmul(x, params[2 * i]) + params[2 * i + 1]
@@ -83,5 +91,6 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
                                        input_signature=module.value.input_signature)}
     tf.saved_model.save(module, str(out), signatures=signatures)
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
-            "obs_dim": space.obs_dim, "action": "discrete" if space.discrete else "box",
+            "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),
+            "obs_dtype": space.obs_dtype, "action": "discrete" if space.discrete else "box",
             "num_actions": space.num_actions}

@@ -124,13 +124,14 @@ class Learner:
         return self._concrete[sync]
 
     def _signature(self):
-        T, d = self.cfg.rollout_length, self.space.obs_dim
-        f32 = tf.float32
+        T, f32 = self.cfg.rollout_length, tf.float32
+        # uint8 images arrive as bytes; the torso casts them inside the graph (cnn.py)
+        obs = tf.TensorSpec([T, None, *self.space.obs_shape], tf.as_dtype(self.space.obs_dtype))
         act = (tf.TensorSpec([T, None], tf.int32) if self.space.discrete
                else tf.TensorSpec([T, None, self.space.num_actions], f32))
         # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
         # concrete function's call costs ~60 us of Python per argument it binds.
-        return [tf.TensorSpec([T, None, d], f32), act, tf.TensorSpec([5, T, None], f32),
+        return [obs, act, tf.TensorSpec([5, T, None], f32),
                 tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
 
     # ---- the compiled step ----------------------------------------------------
@@ -169,7 +170,7 @@ class Learner:
                     return_moments, sync=False):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
-        raw_obs = tf.reshape(obs, [-1, self.space.obs_dim])
+        raw_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
         # the statistics the workers acted with; this batch is merged in only after
         flat_obs = nets.obs_norm(raw_obs) if nets.obs_norm is not None else raw_obs
         rewards = self._scaled_rewards(rewards, return_moments)
@@ -333,11 +334,12 @@ class Learner:
         counter moves). The first real batch then finds the step ready instead of
         waiting ~1.5 s for tracing and graph optimisation; train() overlaps this with
         the Ray workers' start."""
-        T, d, f32 = self.cfg.rollout_length, self.space.obs_dim, np.float32
+        T, f32 = self.cfg.rollout_length, np.float32
         actions = (np.zeros((T, 1), np.int32) if self.space.discrete
                    else np.zeros((T, 1, self.space.num_actions), f32))
         zeros = np.zeros((T, 1), f32)
-        batch = Batch(obs=np.zeros((T, 1, d), f32), actions=actions,
+        obs = np.zeros((T, 1, *self.space.obs_shape), self.space.obs_dtype)
+        batch = Batch(obs=obs, actions=actions,
                       rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
                       mask=np.ones((T, 1), f32), behaviour_logp=zeros,
                       values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,
@@ -373,4 +375,4 @@ class Learner:
         if norm is not None:  # the step returned the statistics after the actor's arrays
             actor, obs_norm = actor[:-2], ObsNorm(actor[-2], actor[-1], norm.clip)
         return Weights(self.policy_version, self.target_version, actor, self._target_arrays,
-                       obs_norm)
+                       obs_norm, self.nets.torso)

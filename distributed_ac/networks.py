@@ -5,8 +5,9 @@ Two topologies:
 - shared:   one trunk of Dense layers feeds both a policy head and a value head. The
             trunk's variables are the very same objects in both paths (tests check it).
 
-Every network is a chain of Dense layers, and `Networks.*_path` lists those layers from
-observation to output, which is how Weights bundles are laid out for the NumPy policy.
+Every network is a chain of layers, and `Networks.*_path` lists them from observation to
+output, which is how Weights bundles are laid out for the NumPy policy: Dense layers
+(MLP torso), or one CNN torso layer (cnn.py, image observations) then the head.
 V_target always has its own variables (its own trunk copy too): it is V, frozen between
 syncs. With normalize_obs, all three read observations through one ObsNormalizer (the
 running statistics; the Keras models themselves take normalised input).
@@ -20,8 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from distributed_ac import normalization
-from distributed_ac.config import Config
+from distributed_ac import cnn, normalization
+from distributed_ac.config import Config, torso_for
 from distributed_ac.envs import EnvSpace
 
 
@@ -95,12 +96,13 @@ class Networks:
     actor: keras.Model  # obs -> logits, or [mean, log_std]
     critic: keras.Model  # obs -> V(obs) [B, 1]
     v_target: keras.Model  # obs -> V_target(obs) [B, 1], same architecture as critic
-    actor_path: list  # Dense layers obs -> actor output (trunk first when shared)
-    critic_path: list  # Dense layers obs -> V
-    target_path: list  # Dense layers obs -> V_target
+    actor_path: list  # layers obs -> actor output (trunk first when shared)
+    critic_path: list  # layers obs -> V
+    target_path: list  # layers obs -> V_target
     log_std: LogStd | None
-    shared_trunk: list  # the trunk's Dense layers (empty when separate)
+    shared_trunk: list  # the trunk's layers (empty when separate)
     obs_norm: ObsNormalizer | None = None  # running observation statistics (normalize_obs)
+    torso: str = "mlp"  # mlp, nature or impala: how the paths begin
 
     @property
     def actor_variables(self) -> list:
@@ -123,6 +125,13 @@ def _dense_stack(cfg: Config, prefix: str, seed: int) -> list:
             for i, h in enumerate(cfg.hidden_sizes)]
 
 
+def _trunk(cfg: Config, torso: str, prefix: str, seed: int) -> list:
+    """A network's layers before its head: Dense layers, or one CNN torso layer."""
+    if torso == "mlp":
+        return _dense_stack(cfg, prefix, seed)
+    return [cnn.make_torso(torso, f"{prefix}_{torso}", seed)]
+
+
 def _head(units: int, name: str, gain: float, seed: int):
     # Small init on the policy head keeps the initial policy close to uniform (cleanRL).
     return keras.layers.Dense(units, activation=None, name=name,
@@ -139,13 +148,14 @@ def _chain(inp, layers):
 def build_networks(cfg: Config, space: EnvSpace) -> Networks:
     """Build actor, critic and V_target for `space`; V_target starts equal to V."""
     s = cfg.seed * 1000
-    inp = keras.Input(shape=(space.obs_dim,), name="obs")
+    torso = torso_for(cfg, space.obs_shape)
+    inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
     shared_topology = cfg.topology == "shared"
-    critic_trunk = _dense_stack(cfg, "trunk" if shared_topology else "critic", s + 100)
+    critic_trunk = _trunk(cfg, torso, "trunk" if shared_topology else "critic", s + 100)
     if shared_topology:
         actor_trunk = shared = critic_trunk
     else:
-        actor_trunk, shared = _dense_stack(cfg, "actor", s), []
+        actor_trunk, shared = _trunk(cfg, torso, "actor", s), []
     pi_head = _head(space.num_actions, "pi_head", 0.01, s + 200)
     v_head = _head(1, "v_head", 1.0, s + 300)
     actor_path, critic_path = actor_trunk + [pi_head], critic_trunk + [v_head]
@@ -157,20 +167,22 @@ def build_networks(cfg: Config, space: EnvSpace) -> Networks:
     actor = keras.Model(inp, pi_out, name="actor")
     critic = keras.Model(inp, _chain(inp, critic_path), name="critic")
 
-    target_path = _dense_stack(cfg, "target", s + 400) + [_head(1, "target_v_head", 1.0, s + 500)]
-    t_inp = keras.Input(shape=(space.obs_dim,), name="obs")
+    target_path = _trunk(cfg, torso, "target", s + 400) + [_head(1, "target_v_head", 1.0, s + 500)]
+    t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
     v_target = keras.Model(t_inp, _chain(t_inp, target_path), name="v_target")
     v_target.trainable = False
     obs_norm = ObsNormalizer(space.obs_dim, cfg.obs_clip) if cfg.normalize_obs else None
     nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared,
-                    obs_norm)
+                    obs_norm, torso)
     sync_target(nets, 1.0)
     return nets
 
 
 def path_variables(path: list) -> list:
-    """[kernel0, bias0, kernel1, bias1, ...] along a path (the Weights layout)."""
-    return [v for layer in path for v in (layer.kernel, layer.bias)]
+    """[kernel0, bias0, kernel1, bias1, ...] along a path (the Weights layout); a CNN
+    torso contributes its arrays in cnn.py's bundle order."""
+    return [v for layer in path
+            for v in getattr(layer, "bundle_variables", None) or (layer.kernel, layer.bias)]
 
 
 def actor_bundle_variables(nets: Networks) -> list:

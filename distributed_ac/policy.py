@@ -2,7 +2,7 @@
 
 Rollout workers must stay light (no TensorFlow: ~500 MB and ~2 s per process), so the
 MLPs that networks.py builds are re-evaluated here with NumPy from the broadcast
-kernels and biases. A test checks this forward pass against the Keras models to 1e-5.
+kernels and biases; a CNN torso (image observations) by numpy_cnn.py, before the head. A test checks this forward pass against the Keras models to 1e-5.
 An activation with no NumPy twin falls back to Keras' own function, which imports
 TensorFlow in that worker; `Policy.uses_tensorflow` says so and the driver logs it.
 """
@@ -15,6 +15,7 @@ import numpy as np
 
 from distributed_ac.batch import Weights
 from distributed_ac.envs import EnvSpace
+from distributed_ac.numpy_cnn import NumpyTorso, bundle_size
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Policy:
         self._obs_norm = None
         self._actor = MLP(activation, self.act_fn)
         self._target = MLP(activation, self.act_fn)
+        self._actor_torso = self._target_torso = None  # NumpyTorso with a CNN torso
 
     def load(self, weights: Weights) -> None:
         if self.weights is None or weights.version != self.weights.version \
@@ -147,13 +149,27 @@ class Policy:
             self._target_layers = [np.asarray(p, np.float32) for p in weights.v_target]
             self._actor.params, self._target.params = self._actor_layers, self._target_layers
             self._obs_norm = weights.obs_norm
+            self._actor_torso = self._target_torso = None
+            if weights.torso != "mlp":  # the torso's arrays come first, the head's after
+                n = bundle_size(weights.torso)
+                self._actor_torso = NumpyTorso(weights.torso, self._actor_layers[:n])
+                self._target_torso = NumpyTorso(weights.torso, self._target_layers[:n])
+                self._actor.params, self._target.params = (self._actor_layers[n:],
+                                                           self._target_layers[n:])
+
+    def _actor_out(self, obs: np.ndarray) -> np.ndarray:
+        x = self._input(obs)
+        return self._actor(x if self._actor_torso is None else self._actor_torso(x))
+
+    def _target_out(self, obs: np.ndarray) -> np.ndarray:
+        return self._target(obs if self._target_torso is None else self._target_torso(obs))
 
     def _input(self, obs: np.ndarray) -> np.ndarray:
         """Observations as both networks take them (normalised with normalize_obs)."""
         return obs if self._obs_norm is None else self._obs_norm(obs)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
-        """V_target(obs) for obs [B, obs_dim] -> [B], in blocks of VALUE_BLOCK rows.
+        """V_target(obs) for obs [B, *obs_shape] -> [B], in blocks of VALUE_BLOCK rows.
 
         A block's hidden activations stay in cache; one pass over a whole 1024-env x
         16-step batch (17k rows) ran at about half the speed.
@@ -161,22 +177,22 @@ class Policy:
         out = np.empty(len(obs), np.float32)
         obs = self._input(obs)
         for i in range(0, len(obs), VALUE_BLOCK):
-            out[i:i + VALUE_BLOCK] = self._target(obs[i:i + VALUE_BLOCK])[:, 0]
+            out[i:i + VALUE_BLOCK] = self._target_out(obs[i:i + VALUE_BLOCK])[:, 0]
         return out
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
         """Actor output: logits [B, K] (Discrete) or Gaussian mean of u [B, A] (Box).
         A fresh array; act() reads the reused buffer directly."""
-        return self._actor(self._input(obs)).copy()
+        return self._actor_out(obs).copy()
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
-        """Sample actions for obs [B, obs_dim].
+        """Sample actions for obs [B, *obs_shape] (EnvSpace.as_batch).
 
         Returns (stored, env_action, logp): `stored` is what the learner re-scores (the
         Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
         the env receives, `logp` is log pi(stored | obs) including the tanh Jacobian.
         """
-        out = self._actor(self._input(obs))  # a reused buffer: both samplers only read it
+        out = self._actor_out(obs)  # a reused buffer: both samplers only read it
         if self.space.discrete:
             return self._act_discrete(out, rng, deterministic)
         return self._act_box(out, rng, deterministic)

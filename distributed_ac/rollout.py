@@ -80,7 +80,7 @@ class RolloutWorker:
         self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
 
     def _as_obs(self, obs) -> np.ndarray:
-        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+        return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
 
     def info(self) -> dict:
         """Where this worker runs and what it uses (the driver logs it)."""
@@ -173,7 +173,8 @@ class RolloutWorker:
                 lengths.append(ended[1])
         obs_arr = np.stack(obs)
         values = self.policy.value(
-            np.concatenate([obs_arr.reshape(T * N, -1), self._obs])).reshape(T + 1, N)
+            np.concatenate([obs_arr.reshape(T * N, *self.space.obs_shape), self._obs])
+        ).reshape(T + 1, N)
         w = self.policy.weights
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
@@ -200,6 +201,8 @@ class RolloutWorker:
         final = self._obs[None]  # the bootstrap observation after the last step
         checks = (("observation", obs, 0), ("reward", rewards[..., None], 0),
                   ("observation", final, len(obs)))
+        if not np.issubdtype(obs.dtype, np.floating):  # bytes are always finite
+            checks = checks[1:2]
         for what, arr, offset in checks:
             bad = ~np.isfinite(arr).reshape(arr.shape[0], arr.shape[1], -1).all(axis=-1)
             if bad.any():

@@ -26,7 +26,7 @@ from distributed_ac.config import Config, ConfigError, dump_yaml, load_yaml
 from distributed_ac.errors import BadInput
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
-NETWORK_FIELDS = ("env", "topology", "hidden_sizes", "activation")
+NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation")
 
 
 class RunDirError(BadInput, ValueError):

@@ -31,7 +31,7 @@ import numpy as np
 from distributed_ac import rundir
 from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
-from distributed_ac.config import Config, batches_per_update, planned_updates
+from distributed_ac.config import Config, batches_per_update, planned_updates, torso_for
 from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.atari import Preprocess
 from distributed_ac.envs import probe_space
@@ -148,6 +148,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     """
     start = time.monotonic()
     space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))  # a bad env leaves no run directory behind
+    torso_for(cfg, space.obs_shape)  # a torso that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
@@ -357,6 +358,7 @@ class Trainer:
         cfg, c, stats = self.cfg, self.state.counters, self.state.stats
         new_steps = c.env_steps - self._session[1]
         return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
+                "torso": self.learner.nets.torso,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 "mean_return_100": stats.mean_return,
                 "solved": self.solved() if cfg.stop_at_return is not None else None,

@@ -108,3 +108,40 @@ def AtariLikeLivesGame():
     from distributed_ac import atari
 
     return atari.ClipRewardToSign(atari.EpisodicLife(atari.GameScore(LivesGame())))
+
+
+class PixelChase(gym.Env):
+    """A tiny image env for CNN tests: a GRID x GRID board drawn as a 36 x 36 x 1 uint8
+    image (36 px is the least the Nature CNN reads), the agent's cell at 255 and the
+    target's at 128. Actions 0-3 move up, down, left, right (a wall stops the move);
+    reaching the target gives reward 1 and terminates; an episode is truncated after
+    MAX_STEPS. Both cells start at random, apart. A policy has to see where the two are:
+    the image is the whole state."""
+
+    GRID, CELL, MAX_STEPS = 4, 9, 12
+    MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)])
+
+    def __init__(self, render_mode=None):  # evaluate passes render_mode
+        self.render_mode = render_mode
+        size = self.GRID * self.CELL
+        self.observation_space = gym.spaces.Box(0, 255, (size, size, 1), np.uint8)
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _image(self) -> np.ndarray:
+        img = np.zeros(self.observation_space.shape, np.uint8)
+        for (r, c), value in ((self.target, 128), (self.agent, 255)):
+            img[r * self.CELL:(r + 1) * self.CELL, c * self.CELL:(c + 1) * self.CELL] = value
+        return img
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        cells = self.np_random.choice(self.GRID * self.GRID, 2, replace=False)
+        self.agent, self.target = (np.array(divmod(int(i), self.GRID)) for i in cells)
+        self.t = 0
+        return self._image(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.agent = np.clip(self.agent + self.MOVES[int(action)], 0, self.GRID - 1)
+        reached = bool((self.agent == self.target).all())
+        return self._image(), float(reached), reached, self.t >= self.MAX_STEPS and not reached, {}

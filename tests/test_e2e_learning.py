@@ -82,3 +82,22 @@ def test_eight_async_workers_on_two_cores_use_every_batch_and_solve_cartpole():
     assert summary["workers"] == 8 and summary["batches_per_update"] == 2, summary
     assert summary["dropped_pct"] <= 5.0, summary
     assert summary["solved"] and summary["mean_return_100"] >= 475, summary
+
+
+def test_the_nature_cnn_learns_pixel_chase_from_uint8_images_on_local_ray():
+    """tests/fakes.py PixelChase (a 36 x 36 x 1 uint8 image is the whole state; a random
+    policy's mean return is ~0.36) through the Nature CNN: the clipped objective, 8 envs.
+    Seed 0 solved at 22,144 steps in two runs, ~25 s of training and ~50 s in all on one
+    core of the 2-core machine (start-up is most of the rest)."""
+    tests = os.path.dirname(__file__)
+    os.environ["PYTHONPATH"] = tests + os.pathsep + os.environ.get("PYTHONPATH", "")
+    summary, log = dac_train("--env", "fakes:PixelChase", "--num-workers", "1", "--seed", "0",
+                             "--envs-per-worker", "8", "--rollout-length", "16",
+                             "--policy-loss", "clip", "--update-epochs", "2",
+                             "--minibatches", "2", "--entropy-coef", "0.01",
+                             "--reward-scale", "1.0", "--stop-at-return", "0.9",
+                             "--total-env-steps", "60000")
+    assert summary["torso"] == "nature", summary
+    assert summary["solved"] and summary["mean_return_100"] >= 0.9, summary
+    rss = [float(m) for m in re.findall(r"([\d.]+) MB resident", log)]
+    assert rss and max(rss) < 200, log  # the NumPy CNN keeps TensorFlow out of the worker

@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from distributed_ac import bench, distributed  # noqa: E402
+from distributed_ac import bench, bench_record, distributed  # noqa: E402
 from distributed_ac.config import Config  # noqa: E402
 from distributed_ac.envs import probe_space  # noqa: E402
 
@@ -69,7 +69,7 @@ def main() -> None:
           "workers_one_learner_can_feed": round(s / w, 2),
           "broadcast_bound_updates_per_s": round(1.0 / b, 1),
           "e2e_steps_per_s": {"1_node": one["value"], "2_nodes": two["value"]},
-          "machine": bench.machine()})
+          "machine": bench_record.machine()})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from distributed_ac.bench import Recorder, machine, process_age_s  # noqa: E402
+from distributed_ac.bench import Recorder  # noqa: E402
+from distributed_ac.bench_record import machine, process_age_s  # noqa: E402
 
 
 class Timeline(Recorder):

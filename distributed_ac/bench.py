@@ -3,11 +3,16 @@
 Phases, each a rate (the median of `repeats` timed windows, every window listed):
 
   env        the vector env stepping with random actions                    env_steps/s
-             (ALE ids: also extra.frames_per_s, agent steps x the frame skip of 4)
   worker     env + NumPy policy + batch assembly in RolloutWorker.collect   env_steps/s
   learner    Learner.step (the tf.function) on synthetic batches            samples/s
   broadcast  publish a Weights bundle and have every Ray worker load it     broadcasts/s
   e2e_sync / e2e_async   real training on local Ray (the loop after its first update)
+
+Every phase measures the network the config and the env select (config.torso_for: auto
+is the Nature CNN for image observations): workers act with that torso's NumPy twin and
+the learner trains it on [T, N, H, W, C] frames of the env's dtype (uint8 for Atari,
+as a real batch carries them). On ALE ids each rate of agent
+steps also has `extra.frames_per_s`, x the frame skip of 4 (bench_record.py).
 
 `env` and `worker` with W workers run W fresh processes side by side (what W rollout
 workers could reach with no learner and no transport), each with the thread limits a
@@ -24,7 +29,8 @@ with the TensorFlow threads `dac train` gives the learner at that W on local Ray
 phases each run in a fresh process, since TensorFlow fixes its threads at its first op.
 1.0 means training runs as fast as its slowest stage alone; `extra.limited_by` names
 that stage. bench_report.py computes it; bench_cli.py emits it once a cell has all three.
-Tables, plots and --compare live in bench_report.py.
+Tables, plots and --compare live in bench_report.py; the JSON line's fields and the
+machine's facts in bench_record.py.
 """
 
 from __future__ import annotations
@@ -32,105 +38,29 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import datetime
-import functools
 import multiprocessing as mp
 import os
-import platform
-import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
 import time
-from importlib import metadata
 
 import numpy as np
 
-from distributed_ac.atari import Preprocess, frame_skip
+from distributed_ac.atari import Preprocess
 from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config, batches_per_update, learner_threads
+from distributed_ac.bench_record import record
+from distributed_ac.config import Config, batches_per_update, learner_threads, torso_for
 from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
-
-UNITS = {"env": "env_steps/s", "worker": "env_steps/s", "learner": "samples/s",
-         "broadcast": "broadcasts/s", "e2e_sync": "env_steps/s", "e2e_async": "env_steps/s"}
-
-
-# ---- facts about the machine ------------------------------------------------------
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _gpu_names() -> list[str]:
-    """GPU names from nvidia-smi, without importing TensorFlow (empty when none)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, cwd=os.path.dirname(__file__))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def process_age_s() -> float:
-    """Seconds since this process started (Linux: /proc start time vs CLOCK_BOOTTIME)."""
-    with open("/proc/self/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in ticks
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
-
-
-@functools.lru_cache(maxsize=1)
-def machine() -> dict:
-    """The facts every JSON line carries: CPUs, GPU, versions, commit."""
-    gpus = _gpu_names()
-    return {"cpu_count": os.cpu_count(), "cpu_model": _cpu_model(),
-            "gpu": gpus[0] if gpus else None, "gpu_count": len(gpus),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "versions": {d: _version(d) for d in ("distributed_ac", "tensorflow", "ray",
-                                                  "gymnasium", "numpy")},
-            "commit": _git_commit()}
-
-
-def record(phase: str, cfg: Config, workers: int, rates: list[float], batch_size: int,
-           device: str | None = None, **extra) -> dict:
-    """One measurement as a JSON-ready dict; `value` is the median of `samples`."""
-    return {"phase": phase, "env": cfg.env, "mode": cfg.mode, "workers": workers,
-            "envs_per_worker": cfg.envs_per_worker, "rollout_length": cfg.rollout_length,
-            "batch_size": batch_size, "hidden_sizes": list(cfg.hidden_sizes),
-            "topology": cfg.topology, "device": device, "unit": UNITS[phase],
-            "value": round(statistics.median(rates), 1), "samples": [round(r, 1) for r in rates],
-            "repeats": len(rates), "extra": extra,
-            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine()}
 
 
 # ---- synthetic inputs -------------------------------------------------------------
 def random_weights(cfg: Config, space: EnvSpace, version: int = 1) -> Weights:
-    """A Weights bundle with the learner's layout, made with NumPy (no TensorFlow)."""
+    """A Weights bundle in the layout the learner publishes for this config and space: an
+    MLP's made here with NumPy; a CNN torso's is what a fresh Learner publishes
+    (learner_weights), so the bundle cannot drift from cnn.py's order and shapes."""
+    if torso_for(cfg, space.obs_shape) != "mlp":
+        return with_version(learner_weights(cfg, space), version)
     rng = np.random.default_rng(cfg.seed)
 
     def mlp(sizes):
@@ -144,8 +74,34 @@ def random_weights(cfg: Config, space: EnvSpace, version: int = 1) -> Weights:
     return Weights(version, version, actor, mlp([space.obs_dim, *cfg.hidden_sizes, 1]))
 
 
+def with_version(weights: Weights, version: int) -> Weights:
+    """The same arrays as a new version (a broadcast's fresh bundle without rebuilding it)."""
+    return dataclasses.replace(weights, version=version, target_version=version)
+
+
+def learner_weights(cfg: Config, space: EnvSpace) -> Weights:
+    """Learner(cfg, space).weights(): here if TensorFlow is loaded already, else in a
+    fresh process, which keeps TensorFlow (~500 MB, its threads) out of this one and of
+    the processes that measure workers."""
+    if "tensorflow" in sys.modules:
+        return _initial_weights(cfg, space)
+    return in_fresh_process(_initial_weights, cfg, space)
+
+
+def _initial_weights(cfg: Config, space: EnvSpace) -> Weights:
+    from distributed_ac.quiet import load_tensorflow
+
+    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    from distributed_ac.learner import Learner
+
+    # on the CPU: a bundle is all this needs, and a GPU's memory is the learner phase's
+    return Learner(dataclasses.replace(cfg, device="cpu"), space).weights()
+
+
 def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
-    """A [T, N] batch with plausible flags: ~1% episode ends, each followed by a masked reset step."""
+    """A [T, N] batch with plausible flags: ~1% episode ends, each followed by a masked reset
+    step. Observations as the env gives them: [T, N, *obs_shape] of obs_dtype (uint8
+    frames for an Atari-style image env, which the learner's graph scales)."""
     rng = np.random.default_rng(seed)
     f32 = np.float32
     done = rng.random((T, N)) < 0.01
@@ -157,11 +113,18 @@ def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
     else:
         actions = rng.standard_normal((T, N, space.num_actions)).astype(f32)
         logp = np.full((T, N), -1.0 * space.num_actions, f32)
-    return Batch(obs=rng.standard_normal((T, N, space.obs_dim)).astype(f32), actions=actions,
+    return Batch(obs=_synthetic_obs(space, (T, N), rng), actions=actions,
                  rewards=np.ones((T, N), f32), terminated=done.astype(f32),
                  truncated=np.zeros((T, N), f32), mask=mask, behaviour_logp=logp,
                  values=(0.1 * rng.standard_normal((T + 1, N))).astype(f32),
                  policy_version=0, target_version=0)
+
+
+def _synthetic_obs(space: EnvSpace, lead: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    shape = (*lead, *space.obs_shape)
+    if space.obs_dtype == "uint8":
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    return rng.standard_normal(shape).astype(np.float32)
 
 
 # ---- timing -------------------------------------------------------------------------
@@ -196,21 +159,20 @@ def _env_stepper(cfg: Config, worker_id: int):
     return (lambda: envs.step(sample())), n
 
 
-def _collector(cfg: Config, worker_id: int):
+def _collector(cfg: Config, worker_id: int, weights: Weights):
     """(one call = one RolloutWorker.collect, env steps per call)."""
     from distributed_ac.rollout import RolloutWorker
 
     worker = RolloutWorker(cfg, worker_id)
-    weights = random_weights(cfg, worker.space)
     return (lambda: worker.collect(weights)), cfg.envs_per_worker * cfg.rollout_length
 
 
 def _measure_in_process(kind: str, cfg: Config, worker_id: int, repeats: int,
-                        min_time: float, barrier=None) -> dict:
+                        min_time: float, barrier=None, weights: Weights | None = None) -> dict:
     from distributed_ac.rollout import limit_threads, resident_mb
 
     limit_threads(cfg.worker_cpus)
-    fn, units = (_env_stepper if kind == "env" else _collector)(cfg, worker_id)
+    fn, units = _env_stepper(cfg, worker_id) if kind == "env" else _collector(cfg, worker_id, weights)
     fn()  # warm-up: first-call allocations, lazy imports
     if barrier is not None:
         barrier.wait()
@@ -218,9 +180,10 @@ def _measure_in_process(kind: str, cfg: Config, worker_id: int, repeats: int,
     return {"rates": rates, "rss_mb": resident_mb()}
 
 
-def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue) -> None:
+def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue, weights) -> None:
     try:
-        queue.put((worker_id, _measure_in_process(kind, cfg, worker_id, repeats, min_time, barrier)))
+        queue.put((worker_id, _measure_in_process(kind, cfg, worker_id, repeats, min_time,
+                                                  barrier, weights)))
     except BaseException as e:  # report instead of leaving the parent waiting
         barrier.abort()
         queue.put((worker_id, {"error": f"{type(e).__name__}: {e}"}))
@@ -248,10 +211,15 @@ def _worker_thread_env(cpus: float):
 
 
 def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: float) -> dict:
-    """env or worker phase with `workers` fresh processes side by side (W = 1 too)."""
+    """env or worker phase with `workers` fresh processes side by side (W = 1 too). The
+    workers act with one bundle made here (random_weights), so a CNN's never costs a
+    measuring process TensorFlow."""
+    weights = None
+    if kind == "worker":
+        weights = random_weights(cfg, probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg)))
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue))
+    procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue, weights))
              for i in range(workers)]
     with _worker_thread_env(cfg.worker_cpus):
         for p in procs:
@@ -263,11 +231,9 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
     if errors:
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
-    skip = frame_skip(cfg.env)  # Atari: each agent step is `skip` emulator frames
-    frames = ({"frames_per_s": round(statistics.median(per_window) * skip, 1), "frame_skip": skip}
-              if skip > 1 else {})
+    torso = {"torso": weights.torso} if weights else {}
     return record(kind, cfg, workers, per_window, cfg.envs_per_worker * cfg.rollout_length,
-                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **frames)
+                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **torso)
 
 
 def learner_batch_size(cfg: Config, workers: int) -> int:
@@ -302,7 +268,7 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     weights_ms = (time.perf_counter() - t0) / 20 * 1e3
     return record("learner", cfg, workers, rates, T * N, device=learner.device,
                   first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3),
-                  tf_threads=learner.threads or None)
+                  tf_threads=learner.threads or None, torso=learner.nets.torso)
 
 
 def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: int,
@@ -343,13 +309,14 @@ def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) ->
     pool = distributed.RayPool(cfg, workers)
     try:
         space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))
+        bundle = random_weights(cfg, space)  # made once: a CNN's costs a Learner
         version = [1]
 
         def broadcast():
             version[0] += 1
-            pool.broadcast(random_weights(cfg, space, version[0]))
+            pool.broadcast(with_version(bundle, version[0]))
 
-        first = pool.publish(random_weights(cfg, space))
+        first = pool.publish(bundle)
         for i in range(workers):  # one collect each first: workers warm, envs stepped
             pool.submit(i, first)
         pool.wait(workers)

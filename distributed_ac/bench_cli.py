@@ -170,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         print(bench_report.table(records), file=sys.stderr)
         for r in records:
             if "frames_per_s" in r["extra"]:
+                rate = "samples/s" if r["phase"] == "learner" else "agent steps/s"
                 print(f"{r['phase']} at {r['workers']} worker(s) x {r['envs_per_worker']} envs: "
-                      f"{r['value']:,.0f} agent steps/s = {r['extra']['frames_per_s']:,.0f} frames/s "
+                      f"{r['value']:,.0f} {rate} = {r['extra']['frames_per_s']:,.0f} frames/s "
                       f"(frame skip {r['extra']['frame_skip']})", file=sys.stderr)
             if r["phase"] == "efficiency":
                 x = r["extra"]

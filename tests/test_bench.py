@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import bench, bench_cli, bench_report, cli
+from distributed_ac import bench, bench_cli, bench_record, bench_report, cli
 from distributed_ac.config import Config, learner_threads
 from distributed_ac.envs import probe_space
 from distributed_ac.rollout import RolloutWorker
@@ -79,6 +79,52 @@ def test_learner_phase_reports_samples_per_second_and_its_device():
     rec = bench.learner_phase(TINY, space, 64, repeats=1, min_time=0.05)
     assert rec["batch_size"] == 64 and rec["device"] == "/CPU:0" and rec["value"] > 0
     assert rec["extra"]["weights_export_ms"] > 0
+
+
+PIXELS = Config(env="fakes:PixelChase", envs_per_worker=2, rollout_length=4, total_env_steps=1_000)
+
+
+def test_synthetic_batch_of_an_image_env_is_uint8_frames_time_major():
+    b = bench.synthetic_batch(probe_space(PIXELS.env), 4, 3, seed=1)
+    assert b.obs.dtype == np.uint8 and b.obs.shape == (4, 3, 36, 36, 1)
+    assert b.obs.min() < 16 and b.obs.max() > 240  # the whole byte range, as frames use it
+
+
+def test_random_weights_for_an_image_env_are_the_nature_cnn_bundle_a_worker_acts_with():
+    from distributed_ac.numpy_cnn import bundle_size
+
+    worker = RolloutWorker(PIXELS, limit_cpus=False)
+    w = bench.random_weights(PIXELS, worker.space, version=3)
+    assert w.torso == "nature" and len(w.actor) == len(w.v_target) == bundle_size("nature") + 2
+    assert w.actor[0].shape == (8, 8, 1, 32) and w.actor[-2].shape == (512, 4)
+    batch = worker.collect(w)
+    assert batch.policy_version == 3 and batch.obs.dtype == np.uint8
+    assert batch.obs.shape == (4, 2, 36, 36, 1)
+    assert bench.with_version(w, 4).version == 4 and bench.with_version(w, 4).actor is w.actor
+
+
+def test_worker_phase_on_an_image_env_acts_with_the_numpy_nature_cnn():
+    rec = bench.local_phase("worker", PIXELS, 1, repeats=1, min_time=0.05)
+    assert rec["value"] > 0 and rec["extra"]["torso"] == "nature"
+    assert "frames_per_s" not in rec["extra"]  # no frame skip outside the ALE
+
+
+def test_learner_phase_on_an_image_env_trains_the_nature_cnn_on_uint8_frames():
+    rec = bench.learner_phase(PIXELS, probe_space(PIXELS.env), 8, repeats=1, min_time=0.05)
+    assert rec["value"] > 0 and rec["batch_size"] == 8 and rec["extra"]["torso"] == "nature"
+
+
+def test_ale_rates_report_frames_per_s_as_four_times_agent_steps():
+    pytest.importorskip("ale_py")
+    cfg = Config(env="ALE/Breakout-v5", envs_per_worker=2, rollout_length=4, total_env_steps=1_000)
+    rec = bench.local_phase("worker", cfg, 1, repeats=1, min_time=0.05)
+    assert rec["value"] > 0 and rec["extra"]["torso"] == "nature"
+    assert rec["extra"]["frame_skip"] == 4
+    assert rec["extra"]["frames_per_s"] == pytest.approx(4 * rec["value"], abs=0.5)
+    for phase in ("learner", "e2e_async"):
+        extra = bench.record(phase, cfg, 1, [100.0, 300.0], 8)["extra"]
+        assert extra["frames_per_s"] == 800.0 and extra["frame_skip"] == 4
+    assert "frames_per_s" not in bench.record("broadcast", cfg, 1, [5.0], 0)["extra"]
 
 
 def test_learner_batch_is_b_worker_batches_in_async_and_all_workers_in_sync():
@@ -208,7 +254,7 @@ def test_gpu_sweep_says_no_gpu_on_a_machine_without_one(capsys, monkeypatch):
 
 
 def test_process_age_counts_from_this_process_start():
-    assert 0 < bench.process_age_s() < 24 * 3600
+    assert 0 < bench_record.process_age_s() < 24 * 3600
 
 
 def _load_benchmark(name):

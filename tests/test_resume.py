@@ -17,6 +17,8 @@ from distributed_ac.train import train
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 # checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes
 # the V_target sync phase at K=4 matter; short decay periods make both schedules move.
+# They are set, not auto: an auto schedule spans the budget, which differs between the
+# K-update session and the K+M run (tests/test_pixels.py resumes one on an unchanged budget).
 BASE = dict(serial=True, num_workers=1, mode="sync", seed=7, envs_per_worker=4,
             rollout_length=8, hidden_sizes=(16,), checkpoint_every=2, target_sync_every=3,
             actor_lr_decay_steps=3, critic_lr_decay_steps=5, entropy_coef=0.01,

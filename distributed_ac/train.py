@@ -360,7 +360,8 @@ class Trainer:
         return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
                 "torso": self.learner.nets.torso,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
-                "mean_return_100": stats.mean_return,
+                # null, not NaN (which is not JSON), until an episode has finished
+                "mean_return_100": stats.mean_return if stats.episodes else None,
                 "solved": self.solved() if cfg.stop_at_return is not None else None,
                 "workers": self.num_workers, "batches_per_update": self.per_update,
                 "batches": c.batches, "dropped_batches": c.dropped_batches,

@@ -261,3 +261,13 @@ def test_with_the_learner_thread_a_nonfinite_loss_skips_only_that_update(tmp_pat
     c = trainer.state.counters
     assert trainer.learner.skipped_updates == 1
     assert c.batches == 5 and c.updates == 4 and c.env_steps == 4 * T * N
+
+
+def test_the_summary_of_a_run_that_finished_no_episode_is_strict_json_with_a_null_mean(tmp_path):
+    import json
+
+    trainer = run_loop(tmp_path, ScriptedPool(1, order=[0], episodes_per_batch=0), mode="async",
+                       total_env_steps=2 * T * N)
+    line = json.dumps(trainer.summary(1.0, StopSignals()))
+    summary = json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert summary["episodes"] == 0 and summary["mean_return_100"] is None

@@ -22,6 +22,7 @@ from distributed_ac.numpy_cnn import bundle_size, max_pool_3x3_s2_same
 from distributed_ac.policy import Policy
 from distributed_ac.rollout import RolloutWorker
 from distributed_ac.train import train
+from checkpoints import checkpoint_tensors
 
 PIXELS = "fakes:PixelChase"
 
@@ -159,12 +160,6 @@ class InterruptAt(ConsoleProgress):
             self.sent = True
             os.kill(os.getpid(), signal.SIGINT)
         super().update(env_steps, sps, mean_return, force)
-
-
-def checkpoint_tensors(summary) -> dict:
-    reader = tf.train.load_checkpoint(summary["checkpoint"])
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if "wall_s" not in name and not name.startswith(("save_counter", "_CHECKPOINTABLE"))}
 
 
 @pytest.fixture(scope="module")

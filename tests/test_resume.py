@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from distributed_ac import cli
 from distributed_ac.config import Config
 from distributed_ac.metrics import ConsoleProgress, read_rows
 from distributed_ac.train import train
+from checkpoints import checkpoint_tensors
 
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 # checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes
@@ -30,13 +30,6 @@ def run(run_dir, updates, resume=False, **kw):
     cfg = Config(**{**BASE, **kw}, total_env_steps=updates * BATCH)
     quiet = ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
     return train(cfg, run_dir=run_dir, resume=resume, progress=quiet)
-
-
-def checkpoint_tensors(summary) -> dict[str, np.ndarray]:
-    """Every tensor of the run's final checkpoint except the clock and TF's save counter."""
-    reader = tf.train.load_checkpoint(summary["checkpoint"])
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if "wall_s" not in name and not name.startswith(("save_counter", "_CHECKPOINTABLE"))}
 
 
 @pytest.fixture(scope="module")

@@ -83,8 +83,8 @@ class Config:
     """Consecutive learner updates skipped for a non-finite loss or gradient before the run stops."""
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
-    learner_thread: bool = True
-    """Async mode on Ray: each learner step runs on its own thread while the driver waits for, screens and joins the next update's batches (IMPALA's learner thread); batches then lag one policy version more. Serial runs (exact resume) and sync mode step on the driver's thread."""
+    learner_thread: bool = False
+    """Async mode on Ray: each learner step runs on its own thread while the driver waits for, screens and joins the next update's batches (IMPALA's learner thread); a worker arriving mid-step gets that step's weights when it lands, so lag is unchanged. Off by default: on 2 cores it was slower end to end in 8 of 10 measured pairs (median 5%) (benchmarks/RESULTS.md, "Learner thread"). Serial runs and sync mode always step on the driver's thread."""
     learner_threads: int = 0
     """TensorFlow threads of the learner (intra- and inter-op); 0 = auto: on a local Ray, the cores the rollout workers leave free (at least 1), so that the learner does not take their cores; on a cluster (--address) and in serial mode, TensorFlow's default (every core)."""
 

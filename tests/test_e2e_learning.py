@@ -66,6 +66,19 @@ def test_fast_config_solves_cartpole_within_160k_env_steps_on_local_ray():
     assert summary["max_policy_lag"] == 1, summary
 
 
+def test_the_learner_thread_makes_the_same_updates_as_the_driver_thread_with_one_worker():
+    """With --learner-thread the step runs beside the driver's wait, and a worker arriving
+    mid-step is handed that step's weights when it lands: every batch is made by the same
+    weights as without the thread, so one worker's run is the same run."""
+    flags = ("--config", FAST_CONFIG, "--num-workers", "1", "--seed", "0",
+             "--total-env-steps", "160000")
+    thread, _ = dac_train(*flags, "--learner-thread")
+    driver, _ = dac_train(*flags, "--no-learner-thread")
+    same = ("env_steps", "updates", "episodes", "mean_return_100", "max_policy_lag")
+    assert {k: thread[k] for k in same} == {k: driver[k] for k in same}, (thread, driver)
+    assert thread["solved"]
+
+
 def test_eight_async_workers_on_two_cores_use_every_batch_and_solve_cartpole():
     """Eight workers share the 2 cores, so batches come back late, as on a big cluster.
     One batch an update (the loop before batches_per_update) ran at lag ~W and dropped

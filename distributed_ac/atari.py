@@ -58,6 +58,11 @@ class Preprocess:
         """From a Config's env fields."""
         return cls(cfg.frame_size, cfg.grayscale, cfg.frame_stack, cfg.sticky_actions, training)
 
+    def ale(self) -> tuple[int, bool, int]:
+        """(frame size, grayscale, frames stacked) for an ALE id, autos resolved."""
+        return (self.frame_size or ALE_SIZE, True if self.grayscale is None else self.grayscale,
+                self.frame_stack or ALE_STACK)
+
     @property
     def wanted(self) -> bool:
         """Whether a non-ALE env gets any wrapper at all."""
@@ -117,9 +122,7 @@ def ale_make_kwargs(p: Preprocess) -> dict:
 
 def ale_wrappers(p: Preprocess) -> list:
     """The wrappers, innermost first, that turn a frameskip=1 ALE env into the agent's env."""
-    size = p.frame_size or ALE_SIZE
-    gray = True if p.grayscale is None else p.grayscale
-    stack = p.frame_stack or ALE_STACK
+    size, gray, stack = p.ale()
     wrappers = [
         lambda env: gym.wrappers.AtariPreprocessing(
             env, noop_max=ALE_NOOP_MAX, frame_skip=ALE_FRAME_SKIP, screen_size=size,
@@ -257,15 +260,15 @@ def make_ale_vector(env_id: str, num_envs: int, p: Preprocess) -> gym.vector.Vec
     from ale_py.vector_env import AtariVectorEnv
 
     spec = gym.spec(env_id)
+    size, gray, stack = p.ale()
     venv = AtariVectorEnv(
         spec.kwargs["game"], num_envs,
         num_threads=max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))),
         max_num_frames_per_episode=spec.kwargs.get("max_num_frames_per_episode", 108_000),
         repeat_action_probability=(spec.kwargs.get("repeat_action_probability", 0.25)
                                    if p.sticky_actions is None else p.sticky_actions),
-        img_height=p.frame_size or ALE_SIZE, img_width=p.frame_size or ALE_SIZE,
-        grayscale=True if p.grayscale is None else p.grayscale,
-        stack_num=p.frame_stack or ALE_STACK, frameskip=ALE_FRAME_SKIP, noop_max=ALE_NOOP_MAX,
+        img_height=size, img_width=size, grayscale=gray,
+        stack_num=stack, frameskip=ALE_FRAME_SKIP, noop_max=ALE_NOOP_MAX,
         # life_loss_info: `terminated` at a lost life and the game goes on (episodic_life
         # would restart it); AleGames clips, so the raw rewards are there to report.
         episodic_life=False, life_loss_info=p.training, reward_clipping=False,

@@ -47,11 +47,10 @@ import time
 
 import numpy as np
 
-from distributed_ac.atari import Preprocess
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.bench_record import record
 from distributed_ac.config import Config, batches_per_update, learner_threads, torso_for
-from distributed_ac.envs import EnvSpace, make_vector_env, probe_space, space_of
+from distributed_ac.envs import EnvSpace, space_for, space_of, vector_env_for
 
 
 # ---- synthetic inputs -------------------------------------------------------------
@@ -145,7 +144,7 @@ def timed_windows(fn, units_per_call: int, repeats: int, min_time: float) -> lis
 
 def _env_stepper(cfg: Config, worker_id: int):
     """(one call = one vector step with random actions, env steps per call)."""
-    envs = make_vector_env(cfg.env, cfg.envs_per_worker, cfg.vectorization, Preprocess.of(cfg))
+    envs = vector_env_for(cfg, cfg.envs_per_worker)
     space = space_of(envs, cfg.env)
     rng = np.random.default_rng(cfg.seed + worker_id)
     envs.reset(seed=cfg.seed + worker_id)
@@ -216,7 +215,7 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
     measuring process TensorFlow."""
     weights = None
     if kind == "worker":
-        weights = random_weights(cfg, probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg)))
+        weights = random_weights(cfg, space_for(cfg))
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
     procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue, weights))
@@ -308,7 +307,7 @@ def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) ->
     distributed = _start_local_ray()
     pool = distributed.RayPool(cfg, workers)
     try:
-        space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))
+        space = space_for(cfg)
         bundle = random_weights(cfg, space)  # made once: a CNN's costs a Learner
         version = [1]
 

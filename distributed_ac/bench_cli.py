@@ -16,8 +16,7 @@ from distributed_ac import bench_report
 from distributed_ac.bench import (broadcast_phase, e2e_phase, learner_phase, local_phase,
                                   pipeline_learner_phase)
 from distributed_ac.config import Config, ConfigError, load_yaml
-from distributed_ac.atari import Preprocess
-from distributed_ac.envs import probe_space
+from distributed_ac.envs import space_for
 from distributed_ac.errors import UsageError
 from distributed_ac.flags import check_writable, parse_flags
 
@@ -101,7 +100,7 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
                 if phase in ("env", "worker"):
                     rec = local_phase(phase, c, w, repeats, min_time)
                 elif phase == "learner":
-                    space = space or probe_space(c.env, c.vectorization, Preprocess.of(c))
+                    space = space or space_for(c)
                     rec = pipeline_learner_phase(c, space, w, repeats, min_time)
                 elif phase == "broadcast":
                     rec = broadcast_phase(c, w, repeats, min_time)
@@ -126,7 +125,7 @@ def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=prin
         print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
         return []
     c = dataclasses.replace(cfg, device="gpu")
-    space = probe_space(c.env, c.vectorization, Preprocess.of(c))
+    space = space_for(c)
     records = []
     for b in batch_sizes:
         c_b = dataclasses.replace(c, envs_per_worker=max(1, b // c.rollout_length),

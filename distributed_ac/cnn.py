@@ -22,11 +22,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-# one description of each architecture, shared with the workers' NumPy twin
-from distributed_ac.numpy_cnn import (IMPALA_BLOCKS, IMPALA_CHANNELS, IMPALA_DENSE,  # noqa: F401
-                                      NATURE_CONVS, NATURE_DENSE, bundle_size)
-
-UINT8_SCALE = 1.0 / 255.0
+# one description of each architecture (and of the pixel scale), shared with the
+# workers' NumPy twin
+from distributed_ac.numpy_cnn import (IMPALA_BLOCKS, IMPALA_CHANNELS, IMPALA_DENSE,
+                                      NATURE_CONVS, NATURE_DENSE, UINT8_SCALE)
 
 
 def _orthogonal(seed: int):

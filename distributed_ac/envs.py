@@ -199,6 +199,16 @@ def _obs_fields(obs_space: gym.spaces.Box) -> dict:
     return {"obs_shape": tuple(int(d) for d in obs_space.shape), "obs_dtype": dtype}
 
 
+def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
+    """make_vector_env for a Config: its env, vectorization and preprocessing."""
+    return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg))
+
+
+def space_for(cfg) -> EnvSpace:
+    """The spaces of a Config's env as its workers make it (preprocessing included)."""
+    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg))
+
+
 def probe_space(env: str, vectorization: str = "auto",
                 preprocess: atari.Preprocess | None = None) -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from distributed_ac.atari import Preprocess, make_single
 from distributed_ac.config import Config
-from distributed_ac.envs import EnvError, probe_space, resolve_env_id
+from distributed_ac.envs import EnvError, resolve_env_id, space_for
 from distributed_ac.policy import Policy
 from distributed_ac.quiet import load_tensorflow
 from distributed_ac.rundir import RunDirError, open_run, saved_config
@@ -33,7 +33,7 @@ def load_trained(run_dir: str | Path):
 
     # The run may have trained on a GPU this machine lacks; inference here is tiny.
     cfg = dataclasses.replace(saved_config(run), device="cpu")
-    space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))
+    space = space_for(cfg)
     learner = Learner(cfg, space)
     path = restore_networks(run, learner.nets)
     return cfg, space, learner, path

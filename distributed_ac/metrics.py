@@ -160,7 +160,8 @@ class Interval:
         return {name: row[name] for name in SCALARS}
 
 
-def _finite_or_none(v):
+def finite_or_none(v):
+    """A number as JSON can hold it: NaN and infinities become None (null)."""
     if v is None or isinstance(v, int):
         return v
     return v if math.isfinite(v) else None
@@ -185,7 +186,7 @@ class MetricsLog:
 
     def write(self, env_steps: int, updates: int, wall_s: float, scalars: dict) -> dict:
         row = {"env_steps": env_steps, "updates": updates, "wall_s": round(wall_s, 3),
-               **{k: _finite_or_none(v) for k, v in scalars.items()}}
+               **{k: finite_or_none(v) for k, v in scalars.items()}}
         with self._writer.as_default(step=env_steps):
             for name in scalars:
                 value = row[name]

@@ -13,7 +13,7 @@ import numpy as np
 from distributed_ac import atari
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
-from distributed_ac.envs import make_vector_env, resolve_env_id, space_of, sub_env_of
+from distributed_ac.envs import resolve_env_id, space_of, sub_env_of, vector_env_for
 from distributed_ac.errors import EnvStepError, NonFiniteError
 from distributed_ac.normalization import moments
 from distributed_ac.policy import Policy
@@ -60,8 +60,7 @@ class RolloutWorker:
         self.cfg = cfg
         self.worker_id = worker_id
         self.num_envs = cfg.envs_per_worker
-        self.envs = make_vector_env(cfg.env, self.num_envs, cfg.vectorization,
-                                    atari.Preprocess.of(cfg))
+        self.envs = vector_env_for(cfg, self.num_envs)
         # ALE envs learn from lives and clipped rewards but report whole games' raw
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))

@@ -33,10 +33,10 @@ from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
 from distributed_ac.config import Config, batches_per_update, planned_updates, torso_for
 from distributed_ac.generators import generator_words, set_generator_words
-from distributed_ac.atari import Preprocess
-from distributed_ac.envs import probe_space
+from distributed_ac.envs import space_for
 from distributed_ac.errors import Interrupted, NonFiniteLossError, RunStopped
-from distributed_ac.metrics import ConsoleProgress, EpisodeStats, Interval, MetricsLog
+from distributed_ac.metrics import (ConsoleProgress, EpisodeStats, Interval, MetricsLog,
+                                    finite_or_none)
 from distributed_ac.pool import Pool
 from distributed_ac.startup import check_device, start_pool_and_learner
 
@@ -147,7 +147,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     the run there continues from its newest checkpoint.
     """
     start = time.monotonic()
-    space = probe_space(cfg.env, cfg.vectorization, Preprocess.of(cfg))  # a bad env leaves no run directory behind
+    space = space_for(cfg)  # a bad env leaves no run directory behind
     torso_for(cfg, space.obs_shape)  # a torso that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
@@ -220,9 +220,7 @@ class Trainer:
             return self._overlapped_loop(stop)
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
         sync = cfg.mode == "sync"
-        ref = pool.publish(learner.weights())
-        for i in range(len(pool)):
-            pool.submit(i, ref)
+        ref = self._submit_all(pool.publish(learner.weights()))
         while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
             # async: a worker gets the newest weights the moment its batch arrives
             batches = pool.wait(self.per_update, resubmit=None if sync else ref)
@@ -231,8 +229,7 @@ class Trainer:
                 batch = Batch.concat(fresh, same_version=sync)
                 ref = self._land(batch, learner.step(batch), ref)
             if sync:
-                for i in range(len(pool)):
-                    pool.submit(i, ref)
+                self._submit_all(ref)
             self._report()
 
     def _overlapped_loop(self, stop: StopSignals) -> None:
@@ -242,9 +239,7 @@ class Trainer:
         as soon as it lands: lag stays what it is without the thread, and a worker waits at
         most one step. Updates are landed (counted, checkpointed, published) here."""
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
-        ref = pool.publish(learner.weights())
-        for i in range(len(pool)):
-            pool.submit(i, ref)
+        ref = self._submit_all(pool.publish(learner.weights()))
         flight = None  # (batch, future, version it makes) of the step under way
         with ThreadPoolExecutor(1, thread_name_prefix="learner") as thread:
             try:
@@ -265,6 +260,12 @@ class Trainer:
             finally:  # a stop or an error lands the step under way before anything is saved
                 if flight:
                     self._land(flight[0], flight[1].result(), ref)
+
+    def _submit_all(self, ref):
+        """Start a collect on every worker with `ref`; return it."""
+        for i in range(len(self.pool)):
+            self.pool.submit(i, ref)
+        return ref
 
     def _screen(self, batches: list[Batch], version: int | None = None) -> list[Batch]:
         """Count every batch and its finished episodes; return those fit to train on.
@@ -361,7 +362,7 @@ class Trainer:
                 "torso": self.learner.nets.torso,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 # null, not NaN (which is not JSON), until an episode has finished
-                "mean_return_100": stats.mean_return if stats.episodes else None,
+                "mean_return_100": finite_or_none(stats.mean_return),
                 "solved": self.solved() if cfg.stop_at_return is not None else None,
                 "workers": self.num_workers, "batches_per_update": self.per_update,
                 "batches": c.batches, "dropped_batches": c.dropped_batches,

@@ -22,7 +22,7 @@ from distributed_ac.numpy_cnn import bundle_size, max_pool_3x3_s2_same
 from distributed_ac.policy import Policy
 from distributed_ac.rollout import RolloutWorker
 from distributed_ac.train import train
-from checkpoints import checkpoint_tensors
+from checkpoints import checkpoint_tensors, once_and_resumed
 
 PIXELS = "fakes:PixelChase"
 
@@ -164,11 +164,7 @@ class InterruptAt(ConsoleProgress):
 
 @pytest.fixture(scope="module")
 def cnn_runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cnn")
-    once = run(root / "once", K + M)
-    first = run(root / "split", K)
-    resumed = run(root / "split", K + M, resume=True)
-    return root, once, first, resumed
+    return once_and_resumed(run, tmp_path_factory.mktemp("cnn"), K, M)
 
 
 def test_a_cnn_run_resumes_from_its_checkpoint_and_trains_on(cnn_runs):

@@ -12,7 +12,7 @@ from distributed_ac import cli
 from distributed_ac.config import Config
 from distributed_ac.metrics import ConsoleProgress, read_rows
 from distributed_ac.train import train
-from checkpoints import checkpoint_tensors
+from checkpoints import checkpoint_tensors, once_and_resumed
 
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 # checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes
@@ -34,11 +34,7 @@ def run(run_dir, updates, resume=False, **kw):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume")
-    once = run(root / "once", K + M)
-    first = run(root / "split", K)
-    resumed = run(root / "split", K + M, resume=True)
-    return root, once, first, resumed
+    return once_and_resumed(run, tmp_path_factory.mktemp("resume"), K, M)
 
 
 def test_k_updates_then_resume_for_m_equals_k_plus_m_in_one_go_bit_for_bit(runs):

@@ -55,7 +55,7 @@ class TrainArgs:
     overwrite: bool = False
     """Replace the run already in --run-dir instead of refusing."""
     no_preset: bool = False
-    """Start from the package defaults, not from the tuned settings shipped for --env (distributed_ac/presets/)."""
+    """Start from the package base (the Config field defaults), not from the settings shipped for --env or, for an env without a file, presets/default.yaml (distributed_ac/presets/)."""
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -71,12 +71,13 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 
 def train_preset(argv: list[str]) -> Path | None:
     """The preset a new run starts from: the one shipped for its env (--env, else
-    --config's env, else the default env), unless --no-preset or --resume."""
+    --config's env, else the default env), or the default preset for an env without
+    one; None with --no-preset or --resume."""
     if _flag_value(argv, "--resume") or "--no-preset" in argv:
         return None
     path = _flag_value(argv, "--config")
     env = _flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
-    return presets.path_for(env)
+    return presets.for_env(env)
 
 
 def parse_train_args(argv: list[str]) -> TrainArgs:
@@ -101,9 +102,12 @@ def cmd_train(argv: list[str]) -> int:
     args = parse_train_args(argv)
     preset = train_preset(argv)
     if preset:
-        print(f"dac: tuned settings for {args.cfg.env} from {preset.relative_to(presets.DIR.parent.parent)}"
-              " (--config and flags override them; --no-preset for the package defaults)",
-              file=sys.stderr)
+        where = preset.relative_to(presets.DIR.parent.parent)
+        what = (f"tuned settings for {args.cfg.env} from {where}" if preset.stem != presets.DEFAULT
+                else f"{args.cfg.env} has no preset of its own: settings from {where}, the "
+                     "defaults for such envs")
+        print(f"dac: {what} (--config and flags override them; --no-preset for the package "
+              "base)", file=sys.stderr)
     from distributed_ac.train import train  # heavy imports only once the flags are good
 
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,

@@ -109,8 +109,8 @@ class Config:
     """policy_loss clip: passes over each learner batch."""
     minibatches: int = 4
     """policy_loss clip: minibatches per pass (each one actor and one critic optimizer step)."""
-    normalize_obs: bool = False
-    """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported)."""
+    normalize_obs: Optional[bool] = False
+    """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported); null = auto: on for vector observations, off for images (which the network scales by 1/255)."""
     obs_clip: float = 10.0
     """With normalize_obs: normalised observations are clipped to [-obs_clip, obs_clip]."""
     normalize_reward: bool = False
@@ -272,13 +272,18 @@ def torso_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
     if not image and torso != "mlp":
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
-    if image and cfg.normalize_obs:
+    if image and cfg.normalize_obs is True:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")
     if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
         raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
                           f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
     return torso
+
+
+def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
+    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved)."""
+    return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3
 
 
 LAG_TARGET = 4  # the policy lag the automatic batches_per_update aims at (RESULTS.md, 'Scale')

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac import cnn, normalization
-from distributed_ac.config import Config, torso_for
+from distributed_ac.config import Config, obs_normalized, torso_for
 from distributed_ac.envs import EnvSpace
 
 
@@ -171,7 +171,8 @@ def build_networks(cfg: Config, space: EnvSpace) -> Networks:
     t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
     v_target = keras.Model(t_inp, _chain(t_inp, target_path), name="v_target")
     v_target.trainable = False
-    obs_norm = ObsNormalizer(space.obs_dim, cfg.obs_clip) if cfg.normalize_obs else None
+    obs_norm = (ObsNormalizer(space.obs_dim, cfg.obs_clip) if obs_normalized(cfg, space.obs_shape)
+                else None)
     nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared,
                     obs_norm, torso)
     sync_target(nets, 1.0)

@@ -96,7 +96,7 @@ def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_p
     (tmp_path / "ALE_Pong-v5.yaml").write_text("gamma: 0.97\n")
     assert presets.available() == ["ALE_Pong-v5", "Pendulum-v1"]
     assert presets.path_for("ALE/Pong-v5") == tmp_path / "ALE_Pong-v5.yaml"
-    assert train_preset(["--env", "CartPole-v1"]) is None  # none shipped: package defaults
+    assert train_preset(["--env", "CartPole-v1"]) is None  # no file of its own, no default.yaml
     cfg = parse_train_args(["--env", "Pendulum-v1"]).cfg
     assert (cfg.gamma, cfg.entropy_coef, cfg.actor_lr) == (0.9, 0.003, 0.002)
     (tmp_path / "mine.yaml").write_text("env: Pendulum-v1\nentropy_coef: 0.0\n")
@@ -106,9 +106,50 @@ def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_p
     assert (cfg.gamma, cfg.entropy_coef) == (Config().gamma, Config().entropy_coef)
 
 
+def test_an_env_without_a_preset_starts_from_the_default_one(tmp_path, monkeypatch):
+    from distributed_ac import presets
+    from distributed_ac.cli import train_preset
+
+    monkeypatch.setattr(presets, "DIR", tmp_path)
+    (tmp_path / "Pendulum-v1.yaml").write_text("gamma: 0.9\n")
+    (tmp_path / "default.yaml").write_text("gamma: 0.95\npolicy_loss: clip\n")
+    assert presets.available() == ["Pendulum-v1"]  # default.yaml is no env's
+    assert train_preset(["--env", "Acrobot-v1"]) == tmp_path / "default.yaml"
+    assert parse_train_args(["--env", "Acrobot-v1"]).cfg.gamma == 0.95
+    assert parse_train_args(["--env", "Pendulum-v1"]).cfg.gamma == 0.9  # its own, not both
+    assert parse_train_args(["--env", "Pendulum-v1"]).cfg.policy_loss == Config().policy_loss
+    cfg = parse_train_args(["--env", "Acrobot-v1", "--gamma", "0.5"]).cfg
+    assert (cfg.gamma, cfg.policy_loss) == (0.5, "clip")
+    assert parse_train_args(["--env", "Acrobot-v1", "--no-preset"]).cfg.gamma == Config().gamma
+    assert presets.path_for("default") is None  # not an env id's file
+
+
+def test_auto_observation_normalisation_is_on_for_vectors_and_off_for_images():
+    from distributed_ac.config import obs_normalized, torso_for
+
+    auto = Config(normalize_obs=None)
+    assert obs_normalized(auto, (8,)) and not obs_normalized(auto, (36, 36, 1))
+    assert torso_for(auto, (36, 36, 1)) == "nature"  # auto never asks images for it
+    assert not obs_normalized(Config(), (8,))
+    with pytest.raises(ConfigError, match="normalize_obs is for vector observations"):
+        torso_for(Config(normalize_obs=True), (36, 36, 1))
+
+
 def test_every_shipped_preset_is_a_valid_config_for_its_env():
     from distributed_ac import presets
 
     for name in presets.available():
         cfg = load_yaml(presets.DIR / f"{name}.yaml")
         assert cfg.env.replace("/", "_") == name, f"{name}.yaml trains {cfg.env}"
+
+
+def test_the_default_preset_is_a_valid_config_that_leaves_the_env_alone():
+    from distributed_ac import presets
+
+    cfg = load_yaml(presets.DIR / f"{presets.DEFAULT}.yaml")
+    assert cfg.env == Config().env  # it must not pick the env: it serves every one
+    assert presets.for_env("Acrobot-v1") == presets.DIR / "default.yaml"
+    assert presets.for_env("CartPole-v1") == presets.DIR / "CartPole-v1.yaml"
+    # CartPole's file spells out the base it was tuned with: README's first command
+    # trains exactly what --no-preset does
+    assert load_yaml(presets.DIR / "CartPole-v1.yaml") == Config()

@@ -86,7 +86,7 @@ def env_steps_logged(run) -> int:
 
 
 def test_env_that_raises_stops_the_run_naming_env_worker_and_sub_env(tmp_path):
-    out = dac("train", "--env", "fakes:ExplodingEnv", "--vectorization", "sync",
+    out = dac("train", "--env", "fakes:ExplodingEnv", "--no-preset", "--vectorization", "sync",
               "--envs-per-worker", "4", "--total-env-steps", "10000",
               "--run-dir", str(tmp_path / "run"))
     assert out.returncode == 1, out.stderr[-2000:]
@@ -98,7 +98,7 @@ def test_env_that_raises_stops_the_run_naming_env_worker_and_sub_env(tmp_path):
 
 
 def test_nan_observation_stops_the_run_by_default_naming_env_and_step(tmp_path):
-    out = dac("train", "--env", "fakes:NaNOnce", "--envs-per-worker", "2",
+    out = dac("train", "--env", "fakes:NaNOnce", "--no-preset", "--envs-per-worker", "2",
               "--total-env-steps", "10000", "--run-dir", str(tmp_path / "run"))
     assert out.returncode == 1, out.stderr[-2000:]
     last = out.stderr.strip().splitlines()[-1]
@@ -107,7 +107,7 @@ def test_nan_observation_stops_the_run_by_default_naming_env_and_step(tmp_path):
 
 
 def test_nan_observation_batch_is_dropped_and_counted_as_nonfinite_when_configured(tmp_path):
-    out = dac("train", "--env", "fakes:NaNOnce", "--envs-per-worker", "2",
+    out = dac("train", "--env", "fakes:NaNOnce", "--no-preset", "--envs-per-worker", "2",
               "--on-nonfinite", "drop", "--total-env-steps", "3000",
               "--run-dir", str(tmp_path / "run"))
     assert out.returncode == 0, out.stderr[-2000:]

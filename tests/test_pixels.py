@@ -114,9 +114,8 @@ def test_uint8_observations_reach_the_learner_as_uint8():
     (dict(torso="mlp"), "torso mlp takes vector observations"),
 ])
 def test_refused_image_settings_say_why_in_one_line(kw, message, capsys):
-    flags = [f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')}={v}"
-             for k, v in kw.items()]
-    code = cli.main(["train", "--env", PIXELS, "--serial", *flags])
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+    code = cli.main(["train", "--env", PIXELS, "--no-preset", "--serial", *flags])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
 

@@ -2,9 +2,12 @@
 hyperparameter files).
 
 `dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' in an id
-becomes '_'), says so in one line, and then applies --config and the flags on top, so
-anything set explicitly wins; `--no-preset` starts from the package defaults instead.
-Each file says what it was tuned with and what it reached (benchmarks/RESULTS.md).
+becomes '_'). An env without a file of its own starts from `presets/default.yaml`: the
+settings that measured most robust across the suite of envs (benchmarks/RESULTS.md,
+"Defaults for an env without a preset"). Either way `dac train` says so in one line and
+then applies --config and the flags on top, so anything set explicitly wins;
+`--no-preset` starts from the package base (config.Config's field defaults) instead.
+Each file says what it was tuned with and what it reached.
 """
 
 from __future__ import annotations
@@ -12,13 +15,21 @@ from __future__ import annotations
 from pathlib import Path
 
 DIR = Path(__file__).parent
+DEFAULT = "default"  # the stem of the file for envs without one of their own
 
 
 def path_for(env: str) -> Path | None:
-    """The preset file for an env id, or None when none is shipped."""
+    """The preset file shipped for an env id, or None when none is."""
     p = DIR / f"{env.replace('/', '_')}.yaml"
-    return p if p.is_file() else None
+    return p if p.is_file() and p.stem != DEFAULT else None
+
+
+def for_env(env: str) -> Path | None:
+    """What a new run of `env` starts from: its own preset, else the default one."""
+    default = DIR / f"{DEFAULT}.yaml"
+    return path_for(env) or (default if default.is_file() else None)
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in DIR.glob("*.yaml"))
+    """The env ids' file stems with a preset of their own."""
+    return sorted(p.stem for p in DIR.glob("*.yaml") if p.stem != DEFAULT)

@@ -6,7 +6,8 @@ benchmarks/defaults/ trains every env of a suite with `--no-preset`, and the fin
     python benchmarks/defaults_sweep.py table
 
 `run` appends one JSON line per run to benchmarks/results/defaults-sweep.jsonl; `table`
-prints the mean normalised score per candidate and env. Runs use one worker, like the
+prints each run's final mean per candidate and env, and each candidate's mean score over
+the envs (a run's score capped at 1: beyond solved is not more robust). Runs use one worker, like the
 quality benchmark; pin the process (taskset) when something else shares the machine.
 """
 
@@ -68,7 +69,7 @@ def table() -> None:
         for c in cands:
             got = [r for r in rows if r["candidate"] == c and r["env"] == env and "score" in r]
             if got:
-                per[c].append(statistics.mean(r["score"] for r in got))
+                per[c].append(statistics.mean(min(1.0, r["score"]) for r in got))  # solved is 1
             cells.append(", ".join(f"{r['mean_return_100']:.0f}" if r["mean_return_100"] is not None
                                    else "none" for r in got) or "-")
         print(f"| {env} | " + " | ".join(cells) + " |")

@@ -103,7 +103,7 @@ def cmd_train(argv: list[str]) -> int:
     preset = train_preset(argv)
     if preset:
         where = preset.relative_to(presets.DIR.parent.parent)
-        what = (f"tuned settings for {args.cfg.env} from {where}" if preset.stem != presets.DEFAULT
+        what = (f"tuned settings for {args.cfg.env} from {where}" if preset.stem not in presets.FALLBACKS
                 else f"{args.cfg.env} has no preset of its own: settings from {where}, the "
                      "defaults for such envs")
         print(f"dac: {what} (--config and flags override them; --no-preset for the package "

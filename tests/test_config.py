@@ -143,12 +143,16 @@ def test_every_shipped_preset_is_a_valid_config_for_its_env():
         assert cfg.env.replace("/", "_") == name, f"{name}.yaml trains {cfg.env}"
 
 
-def test_the_default_preset_is_a_valid_config_that_leaves_the_env_alone():
+def test_the_fallback_presets_are_valid_configs_that_leave_the_env_alone():
     from distributed_ac import presets
 
-    cfg = load_yaml(presets.DIR / f"{presets.DEFAULT}.yaml")
-    assert cfg.env == Config().env  # it must not pick the env: it serves every one
+    for stem in presets.FALLBACKS:
+        cfg = load_yaml(presets.DIR / f"{stem}.yaml")
+        assert cfg.env == Config().env, stem  # it must not pick the env: it serves many
     assert presets.for_env("Acrobot-v1") == presets.DIR / "default.yaml"
+    assert presets.for_env("ALE/Pong-v5") == presets.DIR / "atari.yaml"
+    atari = load_yaml(presets.DIR / "atari.yaml", Config(env="ALE/Pong-v5"))
+    assert atari.normalize_obs is False and atari.topology == "shared"
     assert presets.for_env("CartPole-v1") == presets.DIR / "CartPole-v1.yaml"
     # CartPole's file spells out the base it was tuned with: README's first command
     # trains exactly what --no-preset does

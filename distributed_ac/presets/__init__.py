@@ -4,7 +4,8 @@ hyperparameter files).
 `dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' in an id
 becomes '_'). An env without a file of its own starts from `presets/default.yaml`: the
 settings that measured most robust across the suite of envs (benchmarks/RESULTS.md,
-"Defaults for an env without a preset"). Either way `dac train` says so in one line and
+"Defaults for an env without a preset"); an `ALE/` id from `presets/atari.yaml`
+(cleanRL's Atari PPO). Either way `dac train` says so in one line and
 then applies --config and the flags on top, so anything set explicitly wins;
 `--no-preset` starts from the package base (config.Config's field defaults) instead.
 Each file says what it was tuned with and what it reached.
@@ -16,20 +17,23 @@ from pathlib import Path
 
 DIR = Path(__file__).parent
 DEFAULT = "default"  # the stem of the file for envs without one of their own
+ATARI = "atari"  # ... and for ALE ids without one
+FALLBACKS = (DEFAULT, ATARI)
 
 
 def path_for(env: str) -> Path | None:
     """The preset file shipped for an env id, or None when none is."""
     p = DIR / f"{env.replace('/', '_')}.yaml"
-    return p if p.is_file() and p.stem != DEFAULT else None
+    return p if p.is_file() and p.stem not in FALLBACKS else None
 
 
 def for_env(env: str) -> Path | None:
-    """What a new run of `env` starts from: its own preset, else the default one."""
-    default = DIR / f"{DEFAULT}.yaml"
-    return path_for(env) or (default if default.is_file() else None)
+    """What a new run of `env` starts from: its own preset, else the Atari one for an
+    ALE id, else the default one (None if that is missing too)."""
+    fallback = DIR / f"{ATARI if env.startswith('ALE/') else DEFAULT}.yaml"
+    return path_for(env) or (fallback if fallback.is_file() else None)
 
 
 def available() -> list[str]:
     """The env ids' file stems with a preset of their own."""
-    return sorted(p.stem for p in DIR.glob("*.yaml") if p.stem != DEFAULT)
+    return sorted(p.stem for p in DIR.glob("*.yaml") if p.stem not in FALLBACKS)

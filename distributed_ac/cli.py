@@ -98,21 +98,25 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
     return args
 
 
+def preset_note(argv: list[str], env: str) -> str | None:
+    """The line that names the preset a new run started from (None: it started from none)."""
+    preset = train_preset(argv)
+    if preset is None:
+        return None
+    where = preset.relative_to(presets.DIR.parent.parent)
+    what = (f"tuned settings for {env} from {where}" if preset.stem not in presets.FALLBACKS
+            else f"{env} has no preset of its own: settings from {where}, the defaults for "
+                 "such envs")
+    return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
+
+
 def cmd_train(argv: list[str]) -> int:
     args = parse_train_args(argv)
-    preset = train_preset(argv)
-    if preset:
-        where = preset.relative_to(presets.DIR.parent.parent)
-        what = (f"tuned settings for {args.cfg.env} from {where}" if preset.stem not in presets.FALLBACKS
-                else f"{args.cfg.env} has no preset of its own: settings from {where}, the "
-                     "defaults for such envs")
-        print(f"dac: {what} (--config and flags override them; --no-preset for the package "
-              "base)", file=sys.stderr)
     from distributed_ac.train import train  # heavy imports only once the flags are good
 
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
                     run_dir=args.resume or args.run_dir, resume=args.resume is not None,
-                    overwrite=args.overwrite)
+                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env))
     # Ray first: its driver-side log forwarding may still print a worker's last words
     # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
     shutdown_ray()

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -140,11 +141,13 @@ class StopSignals:
 
 def train(cfg: Config, address: str | None = None, dashboard: bool = False,
           progress: ConsoleProgress | None = None, run_dir: str | os.PathLike | None = None,
-          resume: bool = False, overwrite: bool = False) -> dict:
+          resume: bool = False, overwrite: bool = False, note: str | None = None) -> dict:
     """Train until the env-step budget, `stop_at_return` or a stop signal; return a summary.
 
     Everything the run writes goes to `run_dir` (default runs/<env>-<time>); with `resume`,
-    the run there continues from its newest checkpoint.
+    the run there continues from its newest checkpoint. `note` (dac train: the preset the
+    config started from) goes to stderr once the checks have passed, so that bad input
+    still gets one line.
     """
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
@@ -156,6 +159,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     check_device(cfg.device)
     if address:
         check_address(address)  # seconds, where Ray would retry a silent address for minutes
+    if note:
+        print(note, file=sys.stderr, flush=True)
     with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
         pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop)
         try:

@@ -7,8 +7,9 @@ benchmarks/defaults/ trains every env of a suite with `--no-preset`, and the fin
 
 `run` appends one JSON line per run to benchmarks/results/defaults-sweep.jsonl; `table`
 prints each run's final mean per candidate and env, and each candidate's mean score over
-the envs (a run's score capped at 1: beyond solved is not more robust). Runs use one worker, like the
-quality benchmark; pin the process (taskset) when something else shares the machine.
+the envs (a run's score capped at 1: beyond solved is not more robust). Runs use one
+worker, like the quality benchmark; pin the process (taskset) when something else shares
+the machine.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def table() -> None:
             cells.append(", ".join(f"{r['mean_return_100']:.0f}" if r["mean_return_100"] is not None
                                    else "none" for r in got) or "-")
         print(f"| {env} | " + " | ".join(cells) + " |")
-    print("| mean score (0 random, 1 solved) | " + " | ".join(
-        f"{statistics.mean(per[c]):.2f} ({len(per[c])} envs)" if per[c] else "-" for c in cands) + " |")
+    means = [f"{statistics.mean(per[c]):.2f} ({len(per[c])} envs)" if per[c] else "-"
+             for c in cands]
+    print("| mean score (0 random, 1 solved) | " + " | ".join(means) + " |")
 
 
 def main() -> None:

@@ -104,8 +104,8 @@ def test_the_nature_cnn_learns_pixel_chase_from_uint8_images_on_local_ray():
     core of the 2-core machine (start-up is most of the rest)."""
     tests = os.path.dirname(__file__)
     os.environ["PYTHONPATH"] = tests + os.pathsep + os.environ.get("PYTHONPATH", "")
-    summary, log = dac_train("--env", "fakes:PixelChase", "--no-preset", "--num-workers", "1", "--seed", "0",
-                             "--envs-per-worker", "8", "--rollout-length", "16",
+    summary, log = dac_train("--env", "fakes:PixelChase", "--no-preset", "--num-workers", "1",
+                             "--seed", "0", "--envs-per-worker", "8", "--rollout-length", "16",
                              "--policy-loss", "clip", "--update-epochs", "2",
                              "--minibatches", "2", "--entropy-coef", "0.01",
                              "--reward-scale", "1.0", "--stop-at-return", "0.9",

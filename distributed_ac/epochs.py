@@ -55,8 +55,7 @@ def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
 def _minibatch_step(learner, obs, actions, targets, adv, mask, old_logp):
     cfg, nets = learner.cfg, learner.nets
     with tf.GradientTape(persistent=True) as tape:
-        logp, entropy = learner.policy_terms(obs, actions, tf.shape(adv))
-        v = tf.reshape(nets.critic(obs), [-1])
+        logp, entropy, v = learner.policy_value_terms(obs, actions, tf.shape(adv))
         a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
                                                 cfg.clip_ratio, cfg.entropy_coef)
         c_loss, c_m = losses.critic_loss(v, targets, mask)

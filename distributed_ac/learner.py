@@ -135,19 +135,27 @@ class Learner:
                 tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
 
     # ---- the compiled step ----------------------------------------------------
-    def policy_terms(self, flat_obs, actions, shape):
-        """log pi(a|s) and entropy, both [T, N]."""
+    def policy_terms(self, flat_obs, actions, shape, actor_out=None):
+        """log pi(a|s) and entropy, both [T, N], from the actor's output on flat_obs
+        (computed here unless given)."""
+        if actor_out is None:
+            actor_out = self.nets.actor(flat_obs)
         if self.space.discrete:
-            logits = self.nets.actor(flat_obs)
             flat_a = tf.reshape(actions, [-1])
-            logp = distributions.categorical_log_prob(logits, flat_a)
-            ent = distributions.categorical_entropy(logits)
+            logp = distributions.categorical_log_prob(actor_out, flat_a)
+            ent = distributions.categorical_entropy(actor_out)
         else:
-            mean, log_std = self.nets.actor(flat_obs)
+            mean, log_std = actor_out
             u = tf.reshape(actions, [-1, self.space.num_actions])
             logp = distributions.tanh_gaussian_log_prob(u, mean, log_std, self.half_range)
             ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
         return tf.reshape(logp, shape), tf.reshape(ent, shape)
+
+    def policy_value_terms(self, flat_obs, actions, shape):
+        """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared trunk."""
+        actor_out, v = self.nets.actor_and_value(flat_obs)
+        logp, ent = self.policy_terms(flat_obs, actions, shape, actor_out)
+        return logp, ent, tf.reshape(v, shape)
 
     def _targets(self, logp, behaviour_logp, rewards, values, term, trunc, mask):
         """Critic targets and actor advantages, bootstrapped from V_target values."""
@@ -212,8 +220,7 @@ class Learner:
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         c, nets = self.cfg, self.nets
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy = self.policy_terms(flat_obs, actions, shape)
-            v = tf.reshape(nets.critic(flat_obs), shape)
+            logp, entropy, v = self.policy_value_terms(flat_obs, actions, shape)
             targets, adv = self._targets(tf.stop_gradient(logp), behaviour_logp, rewards,
                                          values, term, trunc, mask)
             if c.normalize_advantages:

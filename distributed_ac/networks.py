@@ -110,6 +110,19 @@ class Networks:
         extra = [self.log_std.log_std] if self.log_std is not None else []
         return [v for layer in self.actor_path for v in layer.trainable_variables] + extra
 
+    def actor_and_value(self, obs):
+        """The actor's output and V(obs) [B, 1] from one pass over the trunk. In the shared
+        topology calling `actor` and then `critic` would run the trunk (a CNN, for pixels)
+        twice forward and twice backward; here both heads read the one set of features.
+        The gradients are the same: the trunk's is the sum of what each head sends back."""
+        if not self.shared_trunk:
+            return self.actor(obs), self.critic(obs)
+        features = _chain(obs, self.shared_trunk)
+        pi = self.actor_path[-1](features)
+        if self.log_std is not None:
+            pi = [pi, self.log_std(pi)]
+        return pi, self.critic_path[-1](features)
+
     @property
     def critic_variables(self) -> list:
         """What the critic optimizer updates: the critic path minus any shared trunk."""

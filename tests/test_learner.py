@@ -75,6 +75,30 @@ def test_shared_trunk_moves_with_one_update_and_v_target_keeps_its_own_copy():
     assert same(before, target_trunk)
 
 
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+@pytest.mark.parametrize("topology", ["shared", "separate"])
+def test_one_pass_heads_equal_the_two_models_and_run_a_shared_trunk_once(env, topology):
+    _, worker, learner = setup(env=env, topology=topology)
+    nets, batch = learner.nets, worker.collect(learner.weights())
+    obs = tf.constant(batch.obs.reshape(-1, worker.space.obs_dim))
+    calls = []
+    trunk = (nets.shared_trunk or nets.actor_path)[0]
+    plain_call = trunk.call
+    trunk.call = lambda *a, **k: calls.append(1) or plain_call(*a, **k)
+    with tf.GradientTape(persistent=True) as tape:
+        pi, v = nets.actor_and_value(obs)
+        pi_ref, v_ref = nets.actor(obs), nets.critic(obs)
+        one = tf.reduce_sum(v) + sum(tf.reduce_sum(t ** 2) for t in tf.nest.flatten(pi))
+        two = tf.reduce_sum(v_ref) + sum(tf.reduce_sum(t ** 2) for t in tf.nest.flatten(pi_ref))
+    # one pass, then the two models' passes: a shared trunk runs 1 + 2 times
+    assert len(calls) == (3 if topology == "shared" else 2)
+    for a, b in zip(tf.nest.flatten(pi) + [v], tf.nest.flatten(pi_ref) + [v_ref]):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+    variables = nets.actor_variables + nets.critic_variables
+    for g1, g2 in zip(tape.gradient(one, variables), tape.gradient(two, variables)):
+        np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_variable_without_gradient_fails_at_first_update_naming_it():
     _, worker, learner = setup()
     batch = worker.collect(learner.weights())

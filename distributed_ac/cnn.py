@@ -32,9 +32,16 @@ def _orthogonal(seed: int):
     return keras.initializers.Orthogonal(gain=2 ** 0.5, seed=seed)
 
 
-def _conv(filters: int, kernel: int, stride: int, padding: str, activation, name: str, seed: int):
+# Keras dtype policy per cnn_precision: "mixed_bfloat16" keeps variables float32 and
+# computes in bfloat16. Sublayers do not inherit their parent's policy, so a torso hands
+# its own to every layer it makes.
+POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+
+
+def _conv(filters: int, kernel: int, stride: int, padding: str, activation, name: str, seed: int,
+          dtype=None):
     return keras.layers.Conv2D(filters, kernel, strides=stride, padding=padding,
-                               activation=activation, name=name,
+                               activation=activation, name=name, dtype=dtype,
                                kernel_initializer=_orthogonal(seed))
 
 
@@ -56,10 +63,11 @@ def scaled(x):
 class NatureTorso(keras.layers.Layer):
     def __init__(self, seed: int, **kwargs):
         super().__init__(**kwargs)
-        self._convs = _track(self, "conv", [_conv(f, k, s, "valid", "relu", f"conv{i}", seed + i)
+        dt = self.dtype_policy
+        self._convs = _track(self, "conv", [_conv(f, k, s, "valid", "relu", f"conv{i}", seed + i, dt)
                                             for i, (f, k, s) in enumerate(NATURE_CONVS)])
-        self.flatten = keras.layers.Flatten()
-        self.dense = keras.layers.Dense(NATURE_DENSE, activation="relu", name="dense",
+        self.flatten = keras.layers.Flatten(dtype=dt)
+        self.dense = keras.layers.Dense(NATURE_DENSE, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 10))
 
     @property
@@ -80,8 +88,8 @@ class NatureTorso(keras.layers.Layer):
 class ResidualBlock(keras.layers.Layer):
     def __init__(self, channels: int, seed: int, **kwargs):
         super().__init__(**kwargs)
-        self.conv0 = _conv(channels, 3, 1, "same", None, "conv0", seed)
-        self.conv1 = _conv(channels, 3, 1, "same", None, "conv1", seed + 1)
+        self.conv0 = _conv(channels, 3, 1, "same", None, "conv0", seed, self.dtype_policy)
+        self.conv1 = _conv(channels, 3, 1, "same", None, "conv1", seed + 1, self.dtype_policy)
 
     def call(self, x):
         y = self.conv0(tf.nn.relu(x))
@@ -95,15 +103,16 @@ class ResidualBlock(keras.layers.Layer):
 class ImpalaTorso(keras.layers.Layer):
     def __init__(self, seed: int, **kwargs):
         super().__init__(**kwargs)
-        self._convs = _track(self, "conv", [_conv(ch, 3, 1, "same", None, f"conv{i}", seed + 10 * i)
-                                            for i, ch in enumerate(IMPALA_CHANNELS)])
+        dt = self.dtype_policy
+        self._convs = _track(self, "conv", [_conv(ch, 3, 1, "same", None, f"conv{i}", seed + 10 * i,
+                                                  dt) for i, ch in enumerate(IMPALA_CHANNELS)])
         # stack i owns blocks IMPALA_BLOCKS * i ... IMPALA_BLOCKS * (i + 1) - 1
         self._blocks = _track(self, "res", [
-            ResidualBlock(ch, seed + 10 * i + 2 + 2 * j, name=f"res{i}_{j}")
+            ResidualBlock(ch, seed + 10 * i + 2 + 2 * j, name=f"res{i}_{j}", dtype=dt)
             for i, ch in enumerate(IMPALA_CHANNELS) for j in range(IMPALA_BLOCKS)])
-        self.pool = keras.layers.MaxPooling2D(3, strides=2, padding="same")
-        self.flatten = keras.layers.Flatten()
-        self.dense = keras.layers.Dense(IMPALA_DENSE, activation="relu", name="dense",
+        self.pool = keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=dt)
+        self.flatten = keras.layers.Flatten(dtype=dt)
+        self.dense = keras.layers.Dense(IMPALA_DENSE, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 100))
 
     def call(self, x):
@@ -135,8 +144,8 @@ class ImpalaTorso(keras.layers.Layer):
 TORSOS = {"nature": NatureTorso, "impala": ImpalaTorso}
 
 
-def make_torso(kind: str, name: str, seed: int) -> keras.layers.Layer:
-    return TORSOS[kind](seed, name=name)
+def make_torso(kind: str, name: str, seed: int, precision: str = "float32") -> keras.layers.Layer:
+    return TORSOS[kind](seed, name=name, dtype=POLICIES[precision])
 
 
 def _conv_tf(x, kernel, bias, stride: int, padding: str):

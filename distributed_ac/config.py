@@ -93,6 +93,8 @@ class Config:
     """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
     torso: Literal["auto", "mlp", "nature", "impala"] = "auto"
     """What turns an observation into features: mlp (hidden_sizes, activation); nature = the DQN Nature CNN (conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512, ReLU; images of at least 36x36); impala = the IMPALA ResNet (16/32/32 channels, each a 3x3 conv, a 3x3/2 max-pool and two residual blocks, dense 256). auto = nature for image (rank-3, H x W x C) observations, mlp otherwise. A CNN is the shared trunk in the shared topology, and ignores hidden_sizes and activation."""
+    cnn_precision: Literal["float32", "bfloat16"] = "float32"
+    """What a CNN torso computes in on the learner. bfloat16 = Keras mixed precision: the torso's convolutions and dense layer run in bfloat16 while every variable, the optimizers' state, the heads and the losses stay float32. It pays on GPUs with bfloat16 tensor cores and on CPUs with AMX or AVX512-BF16 (the Nature CNN's forward + backward: 1.6x on this project's 2-core machine, benchmarks/RESULTS.md, "Pixels"). Workers, evaluation and exports compute in float32 from the same float32 weights; a bfloat16 learner's log-probabilities differ from the workers' by bfloat16 rounding (~1e-2), which the importance ratios absorb. MLP torsos always compute in float32."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: str = "tanh"
@@ -272,6 +274,9 @@ def torso_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
     if not image and torso != "mlp":
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
+    if torso == "mlp" and cfg.cnn_precision != "float32":
+        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
+                          "always computes in float32 (drop --cnn-precision)")
     if image and cfg.normalize_obs is True:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")

@@ -142,7 +142,7 @@ def _trunk(cfg: Config, torso: str, prefix: str, seed: int) -> list:
     """A network's layers before its head: Dense layers, or one CNN torso layer."""
     if torso == "mlp":
         return _dense_stack(cfg, prefix, seed)
-    return [cnn.make_torso(torso, f"{prefix}_{torso}", seed)]
+    return [cnn.make_torso(torso, f"{prefix}_{torso}", seed, cfg.cnn_precision)]
 
 
 def _head(units: int, name: str, gain: float, seed: int):

@@ -67,6 +67,8 @@ CASES = {
     "entry point does not import": (lambda t, r: ["train", "--env", "no_such_mod_q:Env"],
                                     "cannot import entry point module"),
     "field out of range": (lambda t, r: ["train", "--gamma", "1.5"], "gamma must be in [0, 1]"),
+    "bfloat16 on an MLP": (lambda t, r: ["train", "--cnn-precision", "bfloat16"],
+                           "cnn_precision bfloat16 is for CNN torsos"),
     "field of the wrong type": (lambda t, r: ["train", "--envs-per-worker", "many"],
                                 "--envs-per-worker"),
     "yaml field of the wrong type": (lambda t, r: ["train", "--config", yaml_file(t, "rollout_length: ten\n")],

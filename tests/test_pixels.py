@@ -46,6 +46,32 @@ def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
     np.testing.assert_allclose(policy.value(x), values, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("torso", ["nature", "impala"])
+def test_bfloat16_cnn_computes_in_bfloat16_keeps_float32_state_and_trains(torso):
+    from distributed_ac.bench import synthetic_batch
+
+    space = image_space((36, 36, 2))
+    learner = Learner(Config(torso=torso, topology="shared", cnn_precision="bfloat16",
+                             envs_per_worker=4, rollout_length=8), space)
+    trunk = learner.nets.shared_trunk[0]
+    assert trunk.convs[0].compute_dtype == "bfloat16"
+    assert learner.nets.actor_path[-1].compute_dtype == "float32"  # heads, hence losses
+    assert all(v.dtype == tf.float32 for v in learner.nets.actor_variables
+               + learner.nets.critic_variables)
+    # the workers' float32 NumPy CNN on the same weights agrees to bfloat16's rounding
+    policy = Policy(space, "tanh")
+    policy.load(learner.weights())
+    x = np.random.default_rng(1).integers(0, 256, (16, 36, 36, 2), dtype=np.uint8)
+    logits = learner.nets.actor(x).numpy()
+    assert logits.dtype == np.float32
+    err = np.abs(logits - policy.forward(x)).max() / np.abs(policy.forward(x)).max()
+    assert 0 < err < 0.05, err  # not float32 (err 0) and not broken
+    before = [v.numpy().copy() for v in learner.nets.actor_variables]
+    metrics = learner.step(synthetic_batch(space, 8, 4))
+    assert metrics["applied"] and np.isfinite(list(metrics.values())).all()
+    assert any(not np.array_equal(b, v.numpy()) for b, v in zip(before, learner.nets.actor_variables))
+
+
 @pytest.mark.parametrize("size", [7, 8, 9, 21, 84])
 def test_numpy_max_pool_equals_tensorflow_same_padding(size):
     x = np.random.default_rng(size).normal(size=(2, size, size + 1, 3)).astype(np.float32)

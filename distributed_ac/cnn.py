@@ -64,8 +64,9 @@ class NatureTorso(keras.layers.Layer):
     def __init__(self, seed: int, **kwargs):
         super().__init__(**kwargs)
         dt = self.dtype_policy
-        self._convs = _track(self, "conv", [_conv(f, k, s, "valid", "relu", f"conv{i}", seed + i, dt)
-                                            for i, (f, k, s) in enumerate(NATURE_CONVS)])
+        self._convs = _track(self, "conv", [
+            _conv(f, k, s, "valid", "relu", f"conv{i}", seed + i, dt)
+            for i, (f, k, s) in enumerate(NATURE_CONVS)])
         self.flatten = keras.layers.Flatten(dtype=dt)
         self.dense = keras.layers.Dense(NATURE_DENSE, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 10))

@@ -135,11 +135,9 @@ class Learner:
                 tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
 
     # ---- the compiled step ----------------------------------------------------
-    def policy_terms(self, flat_obs, actions, shape, actor_out=None):
-        """log pi(a|s) and entropy, both [T, N], from the actor's output on flat_obs
-        (computed here unless given)."""
-        if actor_out is None:
-            actor_out = self.nets.actor(flat_obs)
+    def policy_terms(self, actor_out, actions, shape):
+        """log pi(a|s) and entropy, both [T, N], from the actor's output (logits, or the
+        Gaussian's mean and log std) on the flat observations."""
         if self.space.discrete:
             flat_a = tf.reshape(actions, [-1])
             logp = distributions.categorical_log_prob(actor_out, flat_a)
@@ -154,7 +152,7 @@ class Learner:
     def policy_value_terms(self, flat_obs, actions, shape):
         """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared trunk."""
         actor_out, v = self.nets.actor_and_value(flat_obs)
-        logp, ent = self.policy_terms(flat_obs, actions, shape, actor_out)
+        logp, ent = self.policy_terms(actor_out, actions, shape)
         return logp, ent, tf.reshape(v, shape)
 
     def _targets(self, logp, behaviour_logp, rewards, values, term, trunc, mask):
@@ -256,7 +254,7 @@ class Learner:
                         values, shape):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
         then epochs.clipped_update; applied only if every minibatch step was finite."""
-        old_logp, _ = self.policy_terms(flat_obs, actions, shape)
+        old_logp, _ = self.policy_terms(self.nets.actor(flat_obs), actions, shape)
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self._targets(old_logp, behaviour_logp, rewards, values, term, trunc, mask)
         if self.cfg.normalize_advantages:

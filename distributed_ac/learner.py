@@ -205,6 +205,7 @@ class Learner:
         # eager read per variable that weights() would otherwise make.
         metrics = {**metrics, "applied": applied,
                    "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
+                   "behaviour_kl": losses.kl_estimate(logp - behaviour_logp, mask),
                    "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)

@@ -93,6 +93,16 @@ def critic_loss(values, targets, mask):
 LOG_RATIO_CAP = 20.0
 
 
+def kl_estimate(log_ratio, mask):
+    """KL(mu || pi) from actions sampled under mu, with log_ratio = log pi(a) - log mu(a):
+    masked_mean((r - 1) - log r), r = exp(log_ratio). Schulman's "k3" estimator: unbiased,
+    and never negative (cleanRL's approx_kl). Masked steps are zeroed before exp (their
+    ratio may be anything), and the cap keeps exp finite."""
+    mask = tf.cast(mask, tf.float32)
+    log_ratio = tf.minimum(tf.cast(log_ratio, tf.float32) * mask, LOG_RATIO_CAP)
+    return masked_mean(tf.exp(log_ratio) - 1.0 - log_ratio, mask)
+
+
 def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef):
     """PPO's clipped surrogate with an entropy bonus.
 
@@ -126,6 +136,6 @@ def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_
     mean_entropy = masked_mean(entropy, mask)
     loss = pg - tf.cast(entropy_coef, tf.float32) * mean_entropy
     clipped = tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)
-    approx_kl = masked_mean(tf.stop_gradient((ratio - 1.0) - log_ratio), mask)
+    approx_kl = kl_estimate(tf.stop_gradient(log_ratio), mask)
     return loss, {"actor_loss": pg, "entropy": mean_entropy,
                   "clip_fraction": masked_mean(clipped, mask), "approx_kl": approx_kl}

@@ -100,17 +100,26 @@ SCALARS = ("charts/episodic_return", "charts/mean_return_100", "charts/episodic_
            "charts/SPS",
            "charts/learning_rate_actor", "charts/learning_rate_critic",
            "losses/actor", "losses/critic", "losses/entropy",
+           "losses/approx_kl", "losses/clipfrac",
            "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
-           "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
+           "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
            "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts")
 
-# Scalar name -> key of Learner.step()'s metrics.
+# Scalar name -> key of Learner.step()'s metrics. approx_kl and clipfrac (means over the
+# minibatch steps of pi_theta against pi_old) exist only with policy_loss "clip": with
+# "pg" they are null. behaviour_kl estimates KL(mu || pi) on the batch, mu the policy the
+# worker acted with and pi the learner's before the update: 0 in sync mode, and how far
+# async mode's correction (V-trace) has to reach otherwise. (The mean ratio pi / mu
+# would say nothing: under mu its expectation is 1 whatever pi is.)
 _LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
                  "charts/learning_rate_critic": "learning_rate_critic",
                  "losses/actor": "actor_loss", "losses/critic": "critic_loss",
-                 "losses/entropy": "entropy", "diag/explained_variance": "explained_variance",
+                 "losses/entropy": "entropy", "losses/approx_kl": "approx_kl",
+                 "losses/clipfrac": "clip_fraction",
+                 "diag/explained_variance": "explained_variance",
                  "diag/grad_norm_actor": "grad_norm_actor",
-                 "diag/grad_norm_critic": "grad_norm_critic"}
+                 "diag/grad_norm_critic": "grad_norm_critic",
+                 "diag/behaviour_kl": "behaviour_kl"}
 
 
 def _mean(values) -> float | None:
@@ -128,7 +137,8 @@ class Interval:
 
     def add_update(self, learner_metrics: dict[str, float]) -> None:
         for name, key in _LEARNER_KEYS.items():
-            self.updates[name].append(learner_metrics[key])
+            if key in learner_metrics:  # see _LEARNER_KEYS
+                self.updates[name].append(learner_metrics[key])
 
     def add_lags(self, lags: list[int]) -> None:
         """Policy lag of every batch received, used or dropped."""

@@ -341,6 +341,7 @@ def test_one_pass_one_minibatch_of_the_clipped_objective_is_the_policy_gradient_
     pg.step(batch)
     m = clip.step(batch)
     assert m["clip_fraction"] == 0.0 and m["importance_ratio"] == pytest.approx(1.0)
+    assert m["behaviour_kl"] == pytest.approx(0.0, abs=1e-6)  # sync: mu is pi
     for a, b in zip(arrays(pg.nets.actor_variables + pg.nets.critic_variables),
                     arrays(clip.nets.actor_variables + clip.nets.critic_variables)):
         np.testing.assert_allclose(a, b, atol=2e-6)
@@ -372,3 +373,15 @@ def test_the_clipped_objective_solves_cartpole_where_one_step_per_batch_does_not
                                   progress=ConsoleProgress(cfg.total_env_steps, 60, io.StringIO()))
     assert results["clip"]["solved"] and results["clip"]["mean_return_100"] >= 475, results["clip"]
     assert results["pg"]["mean_return_100"] < 300, results["pg"]
+
+
+def test_behaviour_kl_measures_how_far_the_batch_policy_is_from_the_learner_s():
+    """Async mode's diagnostic: ~0 for a batch the learner's own policy collected, and
+    positive for the same batch once the learner has moved on."""
+    _, worker, learner = setup(mode="async", policy_loss="clip", hidden_sizes=(16,))
+    batch = worker.collect(learner.weights())
+    fresh = learner.step(batch)
+    for _ in range(3):
+        stale = learner.step(batch)
+    assert fresh["behaviour_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert stale["behaviour_kl"] > 1e-5 and stale["approx_kl"] > 0.0

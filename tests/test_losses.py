@@ -150,3 +150,19 @@ def test_clipped_surrogate_stays_finite_for_huge_ratios_and_ignores_masked_steps
     assert np.isfinite(loss.numpy()) and all(np.isfinite(v.numpy()) for v in m.values())
     assert grad[0, 0] == 0.0 and grad[0, 1] == 0.0  # masked; clipped on the gaining side
     assert grad[0, 2] != 0.0  # an ordinary step still learns
+
+
+def test_kl_estimate_is_the_exact_kl_when_actions_come_in_mu_s_proportions():
+    """k3 = (r - 1) - log r, averaged over actions drawn from mu, is KL(mu || pi): with
+    each action present in exactly mu's proportions the mean is the KL itself. Masked
+    steps count for nothing, whatever their log-ratio."""
+    from distributed_ac.losses import kl_estimate
+
+    mu, pi = np.array([0.5, 0.25, 0.25]), np.array([0.2, 0.3, 0.5])
+    actions = [0, 0, 1, 2]  # mu's proportions
+    log_ratio = np.log(pi[actions] / mu[actions])
+    exact = float(np.sum(mu * np.log(mu / pi)))
+    masked_garbage = np.append(log_ratio, 1e4)[None].astype(np.float32)
+    mask = np.array([[1.0, 1.0, 1.0, 1.0, 0.0]], np.float32)
+    assert float(kl_estimate(masked_garbage, mask)) == pytest.approx(exact, rel=1e-5)
+    assert float(kl_estimate(np.zeros((1, 4), np.float32), np.ones((1, 4)))) == 0.0

@@ -19,15 +19,17 @@ from distributed_ac.train import train
 NAMES = ["charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
          "charts/SPS",
          "charts/learning_rate_actor", "charts/learning_rate_critic",
-         "losses/actor", "losses/critic", "losses/entropy",
+         "losses/actor", "losses/critic", "losses/entropy", "losses/approx_kl", "losses/clipfrac",
          "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
-         "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95", "diag/policy_lag_max",
-         "diag/dropped_batches", "diag/worker_restarts"]
+         "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
+         "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts"]
+CLIP_ONLY = {"losses/approx_kl", "losses/clipfrac"}  # null with policy_loss "pg"
 
 
-def short_run(path, seed):
+def short_run(path, seed, policy_loss="pg"):
     cfg = Config(serial=True, num_workers=1, mode="sync", seed=seed, envs_per_worker=8,
-                 rollout_length=8, hidden_sizes=(16,), total_env_steps=8 * 64, log_every_s=0.001)
+                 rollout_length=8, hidden_sizes=(16,), total_env_steps=8 * 64, log_every_s=0.001,
+                 policy_loss=policy_loss)
     SUMMARIES[path] = train(cfg, run_dir=path,
                             progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
     return path
@@ -39,7 +41,7 @@ SUMMARIES: dict = {}
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    return short_run(root / "seed0", 0), short_run(root / "seed1", 1)
+    return short_run(root / "seed0", 0), short_run(root / "seed1", 1, policy_loss="clip")
 
 
 def tensorboard_scalars(run_dir) -> dict[tuple[str, int], float]:
@@ -67,12 +69,23 @@ def test_each_metrics_row_has_exactly_the_documented_keys(runs):
     assert means and means[-1] == pytest.approx(SUMMARIES[runs[0]]["mean_return_100"])
     assert all(r["diag/policy_lag"] == 0 and r["diag/dropped_batches"] == 0 for r in rows)
     assert all(r["charts/learning_rate_actor"] > 0 and r["charts/SPS"] > 0 for r in rows)
+    # sync mode: the batch's policy is the learner's, so the behaviour KL is ~0
+    assert all(abs(r["diag/behaviour_kl"]) < 1e-6 for r in rows)
+    assert all(r[name] is None for r in rows for name in CLIP_ONLY)
+
+
+def test_the_clipped_objective_logs_its_kl_and_clip_fraction(runs):
+    rows = read_rows(runs[1] / "metrics.jsonl")
+    assert rows and all(list(r) == ["env_steps", "updates", "wall_s"] + NAMES for r in rows)
+    kls, fractions = [r["losses/approx_kl"] for r in rows], [r["losses/clipfrac"] for r in rows]
+    assert all(k is not None and k >= 0 for k in kls) and max(kls) > 0
+    assert all(f is not None and 0 <= f <= 1 for f in fractions)
 
 
 def test_tensorboard_holds_the_same_scalars_at_env_step_steps(runs):
     rows = read_rows(runs[0] / "metrics.jsonl")
     tb = tensorboard_scalars(runs[0])
-    assert {tag for tag, _ in tb} == set(NAMES)
+    assert {tag for tag, _ in tb} == set(NAMES) - CLIP_ONLY
     for row in rows:
         for name in NAMES:
             if row[name] is None:

@@ -93,14 +93,20 @@ def critic_loss(values, targets, mask):
 LOG_RATIO_CAP = 20.0
 
 
+def _safe_log_ratio(log_ratio, mask):
+    """A log-ratio that exp keeps finite. Masked (reset) steps carry an ignored action
+    whose ratio may be anything: zeroed before exp, since inf * 0 is NaN. The cap keeps
+    exp finite in float32 (e^20 is far past any clip range; only the pessimistic side of
+    the clipped surrogate still has a gradient there). Applying it twice changes nothing."""
+    return tf.minimum(tf.cast(log_ratio, tf.float32) * tf.cast(mask, tf.float32), LOG_RATIO_CAP)
+
+
 def kl_estimate(log_ratio, mask):
     """KL(mu || pi) from actions sampled under mu, with log_ratio = log pi(a) - log mu(a):
     masked_mean((r - 1) - log r), r = exp(log_ratio). Schulman's "k3" estimator: unbiased,
-    and never negative (cleanRL's approx_kl). Masked steps are zeroed before exp (their
-    ratio may be anything), and the cap keeps exp finite."""
-    mask = tf.cast(mask, tf.float32)
-    log_ratio = tf.minimum(tf.cast(log_ratio, tf.float32) * mask, LOG_RATIO_CAP)
-    return masked_mean(tf.exp(log_ratio) - 1.0 - log_ratio, mask)
+    and never negative (cleanRL's approx_kl). Masked steps count for nothing."""
+    log_ratio = _safe_log_ratio(log_ratio, mask)
+    return masked_mean(tf.exp(log_ratio) - 1.0 - log_ratio, tf.cast(mask, tf.float32))
 
 
 def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef):
@@ -124,11 +130,8 @@ def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_
     """
     advantages = tf.stop_gradient(tf.cast(advantages, tf.float32))
     mask = tf.cast(mask, tf.float32)
-    log_ratio = tf.cast(logp, tf.float32) - tf.stop_gradient(tf.cast(old_logp, tf.float32))
-    # Masked (reset) steps carry an ignored action whose ratio may be anything: zeroed
-    # before exp, since inf * 0 is NaN. The cap keeps exp finite in float32 (e^20 is
-    # far past any clip range; only the pessimistic side still has a gradient there).
-    log_ratio = tf.minimum(log_ratio * mask, LOG_RATIO_CAP)
+    log_ratio = _safe_log_ratio(
+        tf.cast(logp, tf.float32) - tf.stop_gradient(tf.cast(old_logp, tf.float32)), mask)
     ratio = tf.exp(log_ratio)
     surrogate = tf.minimum(ratio * advantages,
                            tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)

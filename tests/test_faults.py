@@ -41,25 +41,33 @@ def rollout_worker_pids(root: int) -> list[int]:
     return out
 
 
+FAST_CONFIG = os.path.join(TESTS, "..", "benchmarks", "cartpole_fast.yaml")
+
+
 def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
+    """benchmarks/cartpole_fast.yaml, not CartPole's preset: a replacement worker gets a
+    new seed, so each run is a fresh draw from the config's spread of solve times. The
+    preset's spread has a long tail (18 runs with these kills: 223k to 581k steps to 475,
+    and one CI run not solved by 600k); the fast config's is narrow (12 runs: 105k to
+    148k, median 118k) and its schedules do not depend on the budget, so 400k leaves
+    room."""
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", "CartPole-v1",
-           "--stop-at-return", "475", "--total-env-steps", "600000", "--log-every-s", "0.2",
-           "--run-dir", str(run)]
+    cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--config", FAST_CONFIG,
+           "--total-env-steps", "400000", "--log-every-s", "0.2", "--run-dir", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = []
 
     def killer():
-        """Kill a worker at every 16,384 env steps of progress, up to 5 kills by 81,920.
+        """Kill a worker at every 8,192 env steps of progress, up to 5 kills by ~41k.
 
         Paced by the run's own metrics, not the clock: on a fast machine a clock-paced
-        killer let the run reach 475 after 4 kills. 82k steps is far short of what the
-        default config needs to solve, so all 5 land mid-training on any machine.
+        killer let the run reach 475 after 4 kills. The last kill landed by 57k steps in
+        the 12 runs above, far short of the 105k the fastest needed to solve.
         """
         deadline = time.monotonic() + 300
         while len(killed) < 5 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
-            if env_steps_logged(run) < 16384 * (len(killed) + 1):
+            if env_steps_logged(run) < 8192 * (len(killed) + 1):
                 continue
             pids = [p for p in rollout_worker_pids(proc.pid) if p not in killed]
             if pids:
@@ -74,7 +82,7 @@ def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
     assert len(killed) >= 5, f"only {len(killed)} kills landed before the run ended"
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["worker_restarts"] >= 5, summary
-    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
+    assert summary["solved"] and summary["mean_return_100"] >= 475, json.dumps(summary)
 
 
 def env_steps_logged(run) -> int:

@@ -10,6 +10,8 @@ import tempfile
 
 import pytest
 
+from paths import FAST_CONFIG
+
 pytestmark = pytest.mark.e2e
 
 CARTPOLE_BUDGET = 500_000
@@ -51,9 +53,6 @@ def test_pendulum_reaches_minus_250_within_budget_on_local_ray():
                            "--critic-lr-decay-rate", "1", "--stop-at-return", "-250",
                            "--total-env-steps", str(PENDULUM_BUDGET), timeout=900)
     assert summary["solved"] and summary["mean_return_100"] >= -250, summary
-
-
-FAST_CONFIG = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "cartpole_fast.yaml")
 
 
 def test_fast_config_solves_cartpole_within_160k_env_steps_on_local_ray():

@@ -14,6 +14,8 @@ import time
 import psutil
 import pytest
 
+from paths import FAST_CONFIG
+
 pytestmark = pytest.mark.e2e
 
 TESTS = os.path.dirname(__file__)
@@ -39,9 +41,6 @@ def rollout_worker_pids(root: int) -> list[int]:
         except psutil.Error:
             pass
     return out
-
-
-FAST_CONFIG = os.path.join(TESTS, "..", "benchmarks", "cartpole_fast.yaml")
 
 
 def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):

@@ -1,7 +1,6 @@
 """Observation and return normalisation: the merge is exact, and the statistics are
 applied the same way by the learner, the workers' NumPy policy, evaluate and export."""
 
-import os
 import tempfile
 
 import numpy as np
@@ -17,7 +16,8 @@ from distributed_ac.normalization import chan_merge, merge_all, moments
 from distributed_ac.policy import Policy
 from distributed_ac.rollout import RolloutWorker
 
-FAST_CONFIG = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "cartpole_fast.yaml")
+from paths import FAST_CONFIG
+
 SCALE = np.array([1000.0, 1.0, 0.001, 50.0], np.float32)  # CartPole's 4 obs, badly scaled
 
 

@@ -38,56 +38,68 @@ from distributed_ac import distributed, rundir  # noqa: E402
 from distributed_ac.batch import Batch  # noqa: E402
 from distributed_ac.config import Config  # noqa: E402
 from distributed_ac.envs import probe_space  # noqa: E402
-from distributed_ac.metrics import ConsoleProgress  # noqa: E402
+from distributed_ac.metrics import ConsoleProgress, percentile  # noqa: E402
+from distributed_ac.plan import make_plan  # noqa: E402
 
 
 class SyntheticWorker:
-    """Stands in for RolloutWorker: `collect` sleeps `period_s`, returns a real-shaped batch."""
+    """Stands in for RolloutWorkers: each slot's `collect` sleeps `period_s` plus
+    `sample_s` per sample and returns a real-shaped batch of that slot's sub-envs, with
+    the time the slot sat idle since its previous batch (as RolloutWorker reports it)."""
 
-    def __init__(self, cfg: Config, period_s: float, obs_shape, obs_dtype: str):
-        T, N = cfg.rollout_length, cfg.envs_per_worker
-        rng = np.random.default_rng(0)
-        f32 = np.float32
-        obs = (rng.integers(0, 255, (T, N, *obs_shape), dtype=np.uint8) if obs_dtype == "uint8"
-               else rng.standard_normal((T, N, *obs_shape)).astype(f32))
-        done = rng.random((T, N)) < 0.01
-        mask = np.ones((T, N), f32)
-        mask[1:][done[:-1]] = 0.0
-        self.template = Batch(obs=obs, actions=rng.integers(0, 2, (T, N)).astype(np.int32),
-                              rewards=np.ones((T, N), f32), terminated=done.astype(f32),
-                              truncated=np.zeros((T, N), f32), mask=mask,
-                              behaviour_logp=np.full((T, N), -0.69, f32),
-                              values=np.zeros((T + 1, N), f32), policy_version=0,
-                              target_version=0)
-        self.period_s = period_s
+    def __init__(self, cfg: Config, envs: dict, period_s: float, sample_s: float, obs_shape,
+                 obs_dtype: str):
+        self.templates = {slot: _template(cfg.rollout_length, n, obs_shape, obs_dtype)
+                          for slot, n in envs.items()}
+        self.period_s, self.sample_s = period_s, sample_s
+        self.handed_in: dict[int, float] = {}
 
     def info(self, slot: int) -> dict:
         ray = distributed.load(local=False)
         return {"worker_id": slot, "pid": os.getpid(), "rss_mb": 0.0,
                 "uses_tensorflow": False, "node_id": ray.get_runtime_context().get_node_id()}
 
-    def collect(self, weights) -> Batch:
-        time.sleep(self.period_s)
-        return dataclasses.replace(self.template, policy_version=weights.version,
-                                   target_version=weights.target_version)
+    def collect(self, weights, slot: int) -> Batch:
+        start = time.monotonic()
+        template = self.templates[slot]
+        time.sleep(self.period_s + self.sample_s * template.rewards.size)
+        idle = start - self.handed_in[slot] if slot in self.handed_in else 0.0
+        self.handed_in[slot] = time.monotonic()
+        return dataclasses.replace(template, policy_version=weights.version,
+                                   target_version=weights.target_version, idle_s=idle)
+
+
+def _template(T: int, N: int, obs_shape, obs_dtype: str) -> Batch:
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    obs = (rng.integers(0, 255, (T, N, *obs_shape), dtype=np.uint8) if obs_dtype == "uint8"
+           else rng.standard_normal((T, N, *obs_shape)).astype(f32))
+    done = rng.random((T, N)) < 0.01
+    mask = np.ones((T, N), f32)
+    mask[1:][done[:-1]] = 0.0
+    return Batch(obs=obs, actions=rng.integers(0, 2, (T, N)).astype(np.int32),
+                 rewards=np.ones((T, N), f32), terminated=done.astype(f32),
+                 truncated=np.zeros((T, N), f32), mask=mask,
+                 behaviour_logp=np.full((T, N), -0.69, f32),
+                 values=np.zeros((T + 1, N), f32), policy_version=0, target_version=0)
+
+
+class _Remote:
+    """`.remote(*args)` that calls an actor method with the slot appended."""
+
+    def __init__(self, method, slot: int):
+        self.method, self.slot = method, slot
+
+    def remote(self, *args):
+        return self.method.remote(*args, self.slot)
 
 
 class Slot:
     """One worker slot of a shared actor: what RayPool calls on a worker handle."""
 
     def __init__(self, actor, slot: int):
-        self.actor, self.slot = actor, slot
-        self.collect = actor.collect
-
-    @property
-    def info(self):
-        actor, slot = self.actor, self.slot
-
-        class _Info:
-            @staticmethod
-            def remote():
-                return actor.info.remote(slot)
-        return _Info
+        self.collect = _Remote(actor.collect, slot)
+        self.info = _Remote(actor.info, slot)
 
 
 class Timer:
@@ -110,18 +122,20 @@ class Timer:
 
 def make_pool(cfg: Config, workers: int, args, timer: Timer):
     ray = distributed.load(local=True)
-    actor_cls = ray.remote(SyntheticWorker).options(num_cpus=0,
-                                                    max_concurrency=args.slots_per_actor)
-    actors = [actor_cls.remote(cfg, args.period_s, args.obs_shape, args.obs_dtype)
-              for _ in range(-(-workers // args.slots_per_actor))]
+    plan = make_plan(cfg, workers)
+    per_actor = args.slots_per_actor
+    actor_cls = ray.remote(SyntheticWorker).options(num_cpus=0, max_concurrency=per_actor)
+    actors = [actor_cls.remote(cfg, {i: plan.envs[i] for i in range(a, min(a + per_actor, workers))},
+                               args.period_s, args.sample_s, args.obs_shape, args.obs_dtype)
+              for a in range(0, workers, per_actor)]
 
     class SimPool(distributed.RayPool):
         def _new_worker(self, i):
-            return Slot(actors[i // args.slots_per_actor], i)
+            return Slot(actors[i // per_actor], i)
 
     if args.wait == "one-by-one":  # the loop before 72168de, to measure what changed
         SimPool.wait = _wait_one_by_one
-    pool = SimPool(cfg, workers)
+    pool = SimPool(cfg, plan)
     pool.publish = timer.wrap("publish", pool.publish)
     pool.submit = timer.wrap("submit", pool.submit)
     return pool, actors
@@ -165,9 +179,9 @@ def simulate(workers: int, args) -> dict:
     from distributed_ac.train import StopSignals, Trainer
 
     ray = distributed.load(local=True)
-    cfg = Config(env="CartPole-v1", num_workers=workers, envs_per_worker=args.envs_per_worker,
-                 rollout_length=args.rollout_length, total_env_steps=10**12,
-                 checkpoint_every=10**9, log_every_s=1e9,
+    cfg = Config(env="CartPole-v1", num_workers=workers, num_envs=args.num_envs,
+                 envs_per_worker=args.envs_per_worker, rollout_length=args.rollout_length,
+                 total_env_steps=10**12, checkpoint_every=10**9, log_every_s=1e9,
                  batches_per_update=args.batches_per_update)
     space = probe_space(cfg.env, cfg.vectorization)
     timer = Timer()
@@ -213,12 +227,12 @@ def simulate(workers: int, args) -> dict:
 
 def summarize(trainer, timer: Timer, wall: float, workers: int, args, cfg: Config) -> dict:
     c = trainer.state.counters
-    lags = trainer.interval.lags
-    batch_bytes = _batch_bytes(args, cfg)
+    lags = trainer.lags
+    batch_bytes = _batch_bytes(args, trainer.plan)
     per_batch_ms = {k: round(1e3 * v / max(c.batches, 1), 4) for k, v in timer.s.items()}
     driver_ms = sum(v for k, v in per_batch_ms.items() if k not in ("learner", "ray.wait (blocks)"))
     return {"benchmark": "scale_sim", "workers": workers, "period_s": args.period_s,
-            "offered_batches_per_s": round(workers / args.period_s, 1),
+            "sample_s": args.sample_s,
             "batches_per_update": trainer.per_update, "obs_shape": list(args.obs_shape),
             "obs_dtype": args.obs_dtype, "learner": "none" if args.no_learner else "mlp",
             "seconds": round(wall, 2), "updates_per_s": round(c.updates / wall, 1),
@@ -227,16 +241,20 @@ def summarize(trainer, timer: Timer, wall: float, workers: int, args, cfg: Confi
             "object_store_MB_per_s": round(c.batches * batch_bytes / wall / 2**20, 2),
             "batch_bytes": batch_bytes,
             "driver_ms_per_batch": per_batch_ms, "driver_ms_per_batch_excl_learner": round(driver_ms, 4),
-            "lag_p50": float(np.percentile(lags, 50)) if lags else None,
-            "lag_p95": float(np.percentile(lags, 95)) if lags else None,
-            "lag_max": int(max(lags)) if lags else None,
+            "num_envs": cfg.num_envs, "envs_per_worker": sorted(set(trainer.plan.envs)),
+            "learner_batch": trainer.plan.learner_batch,
+            "lag_p50": percentile(lags, 50), "lag_p95": percentile(lags, 95),
+            "lag_max": max(lags) if lags else None,
+            # backpressure: the share of the workers' time spent waiting to be resubmitted
+            "worker_wait_pct": round(100.0 * c.worker_wait_s / (wall * workers), 1),
             "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 3),
             "max_policy_lag": cfg.max_policy_lag, "wait": args.wait,
             "inline_weights": args.inline_weights}
 
 
-def _batch_bytes(args, cfg: Config) -> int:
-    T, N = cfg.rollout_length, cfg.envs_per_worker
+def _batch_bytes(args, plan) -> int:
+    """Bytes of an average worker batch."""
+    T, N = plan.rollout_length, sum(plan.envs) / plan.workers
     item = 1 if args.obs_dtype == "uint8" else 4
     return int(T * N * (int(np.prod(args.obs_shape)) * item + 4 * 6) + (T + 1) * N * 4)
 
@@ -244,9 +262,12 @@ def _batch_bytes(args, cfg: Config) -> int:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, nargs="+", default=[16, 64, 256])
-    p.add_argument("--period-s", type=float, default=0.1, help="seconds a worker takes per batch")
+    p.add_argument("--period-s", type=float, default=0.1,
+                   help="seconds a worker takes per batch, besides --sample-s per sample")
+    p.add_argument("--sample-s", type=float, default=0.0, help="seconds a worker takes per sample")
     p.add_argument("--seconds", type=float, default=20.0, help="timed loop per W")
-    p.add_argument("--envs-per-worker", type=int, default=32)
+    p.add_argument("--num-envs", type=int, default=32, help="the learner batch's sub-envs")
+    p.add_argument("--envs-per-worker", type=int, default=0, help="0 = auto (plan.py)")
     p.add_argument("--rollout-length", type=int, default=16)
     p.add_argument("--batches-per-update", type=int, default=0, help="0 = the default (auto)")
     p.add_argument("--slots-per-actor", type=int, default=16)

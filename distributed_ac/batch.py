@@ -33,6 +33,9 @@ class Batch:
     episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     nonfinite: str = ""  # why this batch must not be trained on ('' = all finite)
+    # seconds the worker sat idle between handing in its previous batch and starting this
+    # one: how long the driver and learner held it back (backpressure); summed on concat
+    idle_s: float = 0.0
     # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
     # (normalize_reward; zeros otherwise, which the learner's merge ignores)
     return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
@@ -66,6 +69,7 @@ class Batch:
             policy_version=min(b.policy_version for b in batches),
             target_version=min(b.target_version for b in batches),
             worker_id=-1,
+            idle_s=sum(b.idle_s for b in batches),
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             return_moments=merge_all([b.return_moments for b in batches]),

@@ -49,8 +49,9 @@ import numpy as np
 
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.bench_record import record
-from distributed_ac.config import Config, batches_per_update, learner_threads, torso_for
+from distributed_ac.config import Config, torso_for
 from distributed_ac.envs import EnvSpace, space_for, space_of, vector_env_for
+from distributed_ac.plan import learner_tf_threads, make_plan
 
 
 # ---- synthetic inputs -------------------------------------------------------------
@@ -144,11 +145,11 @@ def timed_windows(fn, units_per_call: int, repeats: int, min_time: float) -> lis
 
 def _env_stepper(cfg: Config, worker_id: int):
     """(one call = one vector step with random actions, env steps per call)."""
-    envs = vector_env_for(cfg, cfg.envs_per_worker)
+    n = worker_envs(cfg)
+    envs = vector_env_for(cfg, n)
     space = space_of(envs, cfg.env)
     rng = np.random.default_rng(cfg.seed + worker_id)
     envs.reset(seed=cfg.seed + worker_id)
-    n = cfg.envs_per_worker
     if space.discrete:
         lo, hi = space.action_start, space.action_start + space.num_actions
         sample = lambda: rng.integers(lo, hi, n)  # noqa: E731
@@ -162,8 +163,8 @@ def _collector(cfg: Config, worker_id: int, weights: Weights):
     """(one call = one RolloutWorker.collect, env steps per call)."""
     from distributed_ac.rollout import RolloutWorker
 
-    worker = RolloutWorker(cfg, worker_id)
-    return (lambda: worker.collect(weights)), cfg.envs_per_worker * cfg.rollout_length
+    worker = RolloutWorker(cfg, worker_id, num_envs=worker_envs(cfg))
+    return (lambda: worker.collect(weights)), worker_envs(cfg) * cfg.rollout_length
 
 
 def _measure_in_process(kind: str, cfg: Config, worker_id: int, repeats: int,
@@ -231,14 +232,18 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
     torso = {"torso": weights.torso} if weights else {}
-    return record(kind, cfg, workers, per_window, cfg.envs_per_worker * cfg.rollout_length,
+    return record(kind, cfg, workers, per_window, worker_envs(cfg) * cfg.rollout_length,
                   process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **torso)
 
 
+def worker_envs(cfg: Config) -> int:
+    """Sub-envs of one benchmarked worker: envs_per_worker (the sweep sets it), else num_envs."""
+    return cfg.envs_per_worker or cfg.num_envs
+
+
 def learner_batch_size(cfg: Config, workers: int) -> int:
-    """Samples in one update, as train() gathers them: all W workers' batches (sync), or
-    B of them (async; batches_per_update, auto ceil(W / 4))."""
-    return cfg.rollout_length * cfg.envs_per_worker * batches_per_update(cfg, workers)
+    """Samples in one update, as train() gathers them on `workers` workers (plan.py)."""
+    return make_plan(cfg, workers).learner_batch
 
 
 def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
@@ -275,7 +280,7 @@ def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: 
     """The learner stage as the pipeline at W workers runs it: its batch size, and the
     TensorFlow threads that train() gives it on local Ray (config.learner_threads), in
     a fresh process, since TensorFlow fixes its threads at its first op."""
-    threads = learner_threads(_ray_cfg(cfg, workers), local=True)
+    threads = learner_tf_threads(_ray_cfg(cfg, workers), workers, os.cpu_count() or 1, local=True)
     return in_fresh_process(learner_phase, cfg, space, learner_batch_size(cfg, workers),
                             repeats, min_time, workers, threads)
 
@@ -305,7 +310,7 @@ def broadcast_phase(cfg: Config, workers: int, repeats: int, min_time: float) ->
     """ray.put a new bundle, then every worker loads it; also each worker's resident MB."""
     cfg = _ray_cfg(cfg, workers)
     distributed = _start_local_ray()
-    pool = distributed.RayPool(cfg, workers)
+    pool = distributed.RayPool(cfg, make_plan(cfg, workers))
     try:
         space = space_for(cfg)
         bundle = random_weights(cfg, space)  # made once: a CNN's costs a Learner
@@ -378,5 +383,6 @@ def _e2e_runs(cfg: Config, workers: int, mode: str, repeats: int, updates: int) 
                   updates=summaries[-1]["updates"], dropped_batches=summaries[-1]["dropped_batches"],
                   batches_per_update=summaries[-1]["batches_per_update"],
                   max_policy_lag=summaries[-1]["max_policy_lag"],
-                  learner_tf_threads=learner_threads(cfg, local=True),
+                  learner_tf_threads=learner_tf_threads(cfg, workers, os.cpu_count() or 1,
+                                                        local=True),
                   whole_run_steps_per_s=[s["steps_per_s"] for s in summaries])

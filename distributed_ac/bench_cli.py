@@ -55,7 +55,7 @@ class BenchArgs:
         return self.sweep_workers or (self.cfg.num_workers or max(1, (os.cpu_count() or 2) - 1),)
 
     def envs_list(self) -> tuple[int, ...]:
-        return self.sweep_envs or (self.cfg.envs_per_worker,)
+        return self.sweep_envs or (self.cfg.envs_per_worker or self.cfg.num_envs,)
 
 
 def _config_path(argv: list[str]) -> str | None:
@@ -93,8 +93,10 @@ def sweep(cfg: Config, phases, workers_list, envs_list, repeats: int, min_time: 
     space = None
     for n in envs_list:
         for w in workers_list:
-            c = dataclasses.replace(cfg, envs_per_worker=n, num_workers=w,
-                                    total_env_steps=max(cfg.total_env_steps, n * cfg.rollout_length))
+            # W workers of n envs each, every worker's batch in each update
+            c = dataclasses.replace(cfg, envs_per_worker=n, num_workers=w, num_envs=n * w,
+                                    total_env_steps=max(cfg.total_env_steps,
+                                                        n * w * cfg.rollout_length))
             cell = []
             for phase in phases:
                 if phase in ("env", "worker"):
@@ -129,6 +131,7 @@ def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=prin
     records = []
     for b in batch_sizes:
         c_b = dataclasses.replace(c, envs_per_worker=max(1, b // c.rollout_length),
+                                  num_envs=max(1, b // c.rollout_length),
                                   total_env_steps=max(c.total_env_steps, b))
         rec = learner_phase(c_b, space, b, repeats, min_time)
         records.append(rec)

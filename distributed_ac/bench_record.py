@@ -92,7 +92,8 @@ def record(phase: str, cfg: Config, workers: int, rates: list[float], batch_size
         extra = {**extra, "frames_per_s": round(statistics.median(rates) * skip, 1),
                  "frame_skip": skip}
     return {"phase": phase, "env": cfg.env, "mode": cfg.mode, "workers": workers,
-            "envs_per_worker": cfg.envs_per_worker, "rollout_length": cfg.rollout_length,
+            "envs_per_worker": cfg.envs_per_worker or cfg.num_envs,
+            "rollout_length": cfg.rollout_length,
             "batch_size": batch_size, "hidden_sizes": list(cfg.hidden_sizes),
             "topology": cfg.topology, "device": device, "unit": UNITS[phase],
             "value": round(statistics.median(rates), 1), "samples": [round(r, 1) for r in rates],

@@ -10,7 +10,6 @@ with one line saying what is wrong.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import types
 import typing
@@ -50,9 +49,11 @@ class Config:
     serial: bool = False
     """Run the same classes in one process without Ray (debugging, exact reproducibility)."""
     num_workers: int = 0
-    """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine)."""
-    envs_per_worker: int = 32
-    """Sub-environments each worker steps in one vector env (N of a worker's [T, N] batch)."""
+    """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine), at most one per sub-env of num_envs."""
+    num_envs: int = 32
+    """Sub-environments whose rollouts make one learner batch (num_envs x rollout_length samples an update), split over the workers: the learning a config gets does not depend on the worker count."""
+    envs_per_worker: int = 0
+    """Sub-environments each worker steps; 0 = auto: num_envs split over the workers (at least 1 each). Set, each update gathers worker batches until it holds about num_envs x rollout_length samples."""
     rollout_length: int = 16
     """Steps per sub-env in one batch (T of the [T, N] batch)."""
     worker_cpus: float = 1.0
@@ -62,7 +63,7 @@ class Config:
     stop_at_return: Optional[float] = None
     """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
     batches_per_update: int = 0
-    """Async: worker batches gathered into one learner batch (IMPALA's learner batch); 0 = auto, ceil(workers / 4), which keeps policy lag near 4 at any worker count."""
+    """Async: worker batches gathered into one learner batch; 0 = auto, as many as make num_envs x rollout_length samples (every worker's while the workers are at most num_envs: policy lag 1). Policy lag is about workers / batches_per_update."""
     max_policy_lag: int = 32
     """Async: a batch made more than this many policy versions ago is dropped (and counted); V-trace corrects the lag below it."""
     off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
@@ -109,8 +110,8 @@ class Config:
     """policy_loss clip: the surrogate's ratio is clipped to [1 - clip_ratio, 1 + clip_ratio]."""
     update_epochs: int = 4
     """policy_loss clip: passes over each learner batch."""
-    minibatches: int = 4
-    """policy_loss clip: minibatches per pass (each one actor and one critic optimizer step)."""
+    minibatch_size: int = 64
+    """policy_loss clip: samples per minibatch (each one actor and one critic optimizer step); a learner batch of n samples is split evenly into round(n / minibatch_size) of them."""
     normalize_obs: Optional[bool] = False
     """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported); null = auto: on for vector observations, off for images (which the network scales by 1/255)."""
     obs_clip: float = 10.0
@@ -209,7 +210,8 @@ def _describe(tp) -> str:
 def _check_ranges(c: Config) -> None:
     rules = [
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
-        (c.envs_per_worker >= 1, "envs_per_worker must be >= 1"),
+        (c.num_envs >= 1, "num_envs must be >= 1"),
+        (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
         (c.frame_size >= 0, "frame_size must be >= 0 (0 = auto)"),
         (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),
         (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
@@ -221,7 +223,8 @@ def _check_ranges(c: Config) -> None:
         (c.learner_threads >= 0, "learner_threads must be >= 0 (0 = auto)"),
         (c.obs_clip > 0, "obs_clip must be > 0"),
         (c.clip_ratio > 0, "clip_ratio must be > 0"),
-        (c.update_epochs >= 1 and c.minibatches >= 1, "update_epochs and minibatches must be >= 1"),
+        (c.update_epochs >= 1 and c.minibatch_size >= 1,
+         "update_epochs and minibatch_size must be >= 1"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),
@@ -251,10 +254,11 @@ def _check_ranges(c: Config) -> None:
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
-    if c.total_env_steps < c.rollout_length * c.envs_per_worker:
+    envs, name = (c.envs_per_worker, "envs_per_worker") if c.envs_per_worker else (c.num_envs, "num_envs")
+    if c.total_env_steps < c.rollout_length * envs:
         raise ConfigError(
             f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
-            f"(rollout_length x envs_per_worker = {c.rollout_length * c.envs_per_worker})"
+            f"(rollout_length x {name} = {c.rollout_length * envs})"
         )
 
 
@@ -291,50 +295,18 @@ def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
     return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3
 
 
-LAG_TARGET = 4  # the policy lag the automatic batches_per_update aims at (RESULTS.md, 'Scale')
-
-
-def batches_per_update(cfg: Config, num_workers: int) -> int:
-    """Worker batches per learner update: W in sync mode, else B (auto: ceil(W / LAG_TARGET)).
-
-    In async mode a batch is out while the others' batches make updates: W workers and B
-    batches an update make its lag about W / B, so B = W / 4 keeps lag near 4 at any W."""
-    if cfg.mode == "sync":
-        return num_workers
-    if cfg.batches_per_update:
-        return min(cfg.batches_per_update, num_workers)
-    return max(1, -(-num_workers // LAG_TARGET))
-
-
-def planned_updates(cfg: Config, num_workers: int) -> int:
-    """Updates the env-step budget makes (each trains on rollout_length x envs_per_worker
-    x batches_per_update env steps): what an auto LR decay_steps spans."""
-    per_update = cfg.rollout_length * cfg.envs_per_worker * batches_per_update(cfg, num_workers)
-    return max(1, -(-cfg.total_env_steps // per_update))
-
-
-def learner_threads(cfg: Config, local: bool) -> int | None:
-    """TensorFlow threads for the learner, or None for TensorFlow's default (every core).
-
-    Locally the workers hold ceil(W * worker_cpus) cores; TensorFlow's default threads
-    would contend with them. On 2 cores at W = 1, one thread instead of two made the
-    worker's collect 11-16 ms instead of 18.5-21 and end to end 1.12-1.25x faster
-    (RESULTS.md, "Pipeline efficiency")."""
-    if cfg.learner_threads:
-        return cfg.learner_threads
-    if cfg.serial or not local:  # serial: one thing runs at a time; cluster: unknown layout
-        return None
-    cpus = os.cpu_count() or 1
-    workers = cfg.num_workers or max(1, int((cpus - 1) // cfg.worker_cpus))
-    return max(1, cpus - math.ceil(workers * cfg.worker_cpus))
-
-
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+# minibatches (a count) became minibatch_size: a count made a larger learner batch take as
+# many optimizer steps as a small one
+RENAMED = {"minibatches": "minibatch_size, in samples"}
 
 
 def from_dict(values: dict, base: Config | None = None) -> Config:
     """Config from a mapping of field -> value (YAML types), over `base` or the defaults."""
     unknown = sorted(set(values) - set(FIELD_NAMES))
+    renamed = [f"{old} (now {new})" for old, new in RENAMED.items() if old in unknown]
+    if renamed:
+        raise ConfigError(f"config field(s) renamed: {', '.join(renamed)}")
     if unknown:
         raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
     hints = typing.get_type_hints(Config)

@@ -16,6 +16,7 @@ import threading
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
 from distributed_ac.errors import ClusterError, NonFiniteError, WorkerFailure
+from distributed_ac.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.rollout import RolloutWorker
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,9 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
     """Start or join Ray, then the pool's workers (as many as the CPUs hold unless set)."""
     load(local=not address)
     start_ray(address, dashboard, num_cpus=None if address else local_num_cpus(cfg))
-    return RayPool(cfg, cfg.num_workers or default_num_workers(cfg, local=not address))
+    workers = cfg.num_workers or auto_workers(cfg, ray.cluster_resources().get("CPU", 1.0),
+                                              local=not address)
+    return RayPool(cfg, make_plan(cfg, workers))
 
 
 class _PlacedRolloutWorker(RolloutWorker):
@@ -108,14 +111,6 @@ def local_num_cpus(cfg: Config) -> int:
     return max(cpus, need)
 
 
-def default_num_workers(cfg: Config, local: bool) -> int:
-    """As many workers as the cluster's CPUs hold; locally one CPU stays with the learner."""
-    cpus = ray.cluster_resources().get("CPU", 1.0)
-    if local:
-        cpus -= 1.0
-    return max(1, int(cpus // cfg.worker_cpus))
-
-
 INLINE_BYTES = 64 * 1024  # a Weights bundle up to this size rides inside each call
 
 # Ray gives every node this label, its node id (label_selector needs Ray >= 2.49).
@@ -126,8 +121,9 @@ REPLACEMENT_WARN_S = 30.0  # a replacement not started by then gets a warning, a
 class RayPool:
     """W remote RolloutWorkers, each with at most one collect() in flight."""
 
-    def __init__(self, cfg: Config, num_workers: int):
-        self.cfg = cfg
+    def __init__(self, cfg: Config, plan: RunPlan):
+        self.cfg, self.plan = cfg, plan
+        num_workers = plan.workers
         # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
         # starts in a plain worker process (~0.3 s) instead of waiting for Ray's runtime-env
         # agent to prepare one (~1.5 s).
@@ -142,7 +138,7 @@ class RayPool:
 
     def _new_worker(self, worker: int):
         """A new actor for slot `worker` (benchmarks/scale_sim.py puts synthetic ones here)."""
-        return self._cls.remote(self.cfg, worker)
+        return self._cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -316,7 +312,7 @@ class RayPool:
         cls = ray.remote(_PlacedRolloutWorker).options(
             **self._options, label_selector={NODE_ID_LABEL: f"!{node}"},
             fallback_strategy=[{"label_selector": {}}])
-        return cls.remote(self.cfg, worker)
+        return cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
 
     def _announce(self, worker: int, actor, info: ray.ObjectRef) -> None:
         """Say where a replacement started once it has, without holding up the loop, or

@@ -21,8 +21,9 @@ METRICS = ("actor_loss", "entropy", "clip_fraction", "approx_kl", "critic_loss",
 
 
 def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
-    """Run update_epochs x minibatches gradient steps; returns (mean metrics, whether
-    every step was finite). A non-finite minibatch skips its own step (graph ops)."""
+    """Run update_epochs passes of about minibatch_size-sample gradient steps; returns
+    (mean metrics, whether every step was finite). A non-finite minibatch skips its own
+    step (graph ops)."""
     cfg = learner.cfg
     flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
     if learner.space.discrete:
@@ -31,15 +32,14 @@ def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
         actions = tf.reshape(actions, [-1, learner.space.num_actions])
     targets, adv, mask, old_logp = flat(targets), flat(adv), flat(mask), flat(old_logp)
     n = tf.shape(adv)[0]
-    epochs, parts = cfg.update_epochs, cfg.minibatches
-    size = (n + parts - 1) // parts
+    epochs = cfg.update_epochs
+    parts = minibatch_parts(n, cfg.minibatch_size)
     # one permutation per pass, from the learner's checkpointed generator
     order = tf.concat([tf.argsort(learner.shuffle_rng.uniform([n])) for _ in range(epochs)], 0)
 
     def body(i, all_finite, sums):
-        start = (i // parts) * n + (i % parts) * size
-        stop = (i // parts) * n + tf.minimum((i % parts + 1) * size, n)
-        idx = tf.gather(order, tf.range(start, stop))
+        start, stop = minibatch_bounds(n, parts, i % parts)
+        idx = tf.gather(order, tf.range(start, stop) + (i // parts) * n)
         take = lambda x: tf.gather(x, idx)  # noqa: E731
         metrics, finite = _minibatch_step(learner, take(obs), take(actions), take(targets),
                                           take(adv), take(mask), take(old_logp))
@@ -48,8 +48,20 @@ def clipped_update(learner, obs, actions, targets, adv, mask, old_logp):
     _, all_finite, sums = tf.while_loop(
         lambda i, *_: i < epochs * parts, body,
         (tf.constant(0), tf.constant(True), tf.zeros(len(METRICS))))
-    means = tf.unstack(sums / float(epochs * parts))
+    means = tf.unstack(sums / tf.cast(epochs * parts, tf.float32))
     return dict(zip(METRICS, means)), all_finite
+
+
+def minibatch_parts(n, minibatch_size: int):
+    """How many minibatches n samples make: round(n / minibatch_size), at least 1 (as
+    plan.minibatch_count does for the planned batch)."""
+    return tf.maximum(1, tf.cast(tf.round(n / minibatch_size), tf.int32))
+
+
+def minibatch_bounds(n, parts, j):
+    """[start, stop) of minibatch j of `parts` over n samples: an even split, sizes
+    differing by at most one, none empty while parts <= n."""
+    return j * n // parts, (j + 1) * n // parts
 
 
 def _minibatch_step(learner, obs, actions, targets, adv, mask, old_logp):

@@ -25,6 +25,7 @@ from distributed_ac.batch import Batch, ObsNorm, Weights
 from distributed_ac.config import Config
 from distributed_ac.envs import EnvSpace
 from distributed_ac.errors import DeviceError, NonFiniteLossError
+from distributed_ac.plan import RunPlan
 from distributed_ac.networks import (RunningMoments, actor_bundle_variables, build_networks,
                                      path_variables, sync_target)
 
@@ -323,15 +324,15 @@ class Learner:
             self._target_arrays = [t.numpy() for t in target]
         return metrics
 
-    def plan(self, updates: int) -> dict[str, int]:
-        """Fit each auto schedule (decay_steps 0 in the config) to a run of `updates`
-        updates (optimizer steps: update_epochs x minibatches each with policy_loss
-        "clip"); returns both spans."""
+    def plan(self, plan: RunPlan) -> dict[str, int]:
+        """Fit each auto schedule (decay_steps 0 in the config) to the run's planned
+        optimizer steps (the plan's updates x optimizer steps per update); returns both
+        spans."""
         cfg = self.cfg
-        steps_per_update = cfg.update_epochs * cfg.minibatches if cfg.policy_loss == "clip" else 1
         for name, steps in (("actor", cfg.actor_lr_decay_steps),
                             ("critic", cfg.critic_lr_decay_steps)):
-            self.decay_steps[name].assign(float(steps or max(1, updates * steps_per_update)))
+            span = steps or max(1, plan.updates * plan.optimizer_steps_per_update)
+            self.decay_steps[name].assign(float(span))
         return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
 
     def warm_up(self) -> None:

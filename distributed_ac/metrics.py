@@ -233,3 +233,16 @@ def keep_rows_up_to(path: Path, env_steps: int) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def percentile(counts: collections.Counter, q: float) -> int | None:
+    """The q-th percentile (nearest rank) of the values counted in `counts`; None if none."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    rank, seen = max(1, -(-q * total // 100)), 0
+    for lag in sorted(counts):
+        seen += counts[lag]
+        if seen >= rank:
+            return lag
+    return max(counts)

@@ -19,12 +19,15 @@ import numpy as np
 
 from distributed_ac.batch import Batch, Weights
 from distributed_ac.config import Config
+from distributed_ac.plan import RunPlan
 from distributed_ac.rollout import RolloutWorker
 
 WeightsRef = Any  # a Weights bundle, or a handle to one (a Ray ObjectRef)
 
 
 class Pool(Protocol):
+    plan: RunPlan
+    """The run plan the pool was built for (its workers and each one's sub-envs)."""
     restarts: int
     """Workers replaced after dying or failing, this session."""
 
@@ -63,8 +66,10 @@ class SerialPool:
     pool also keeps what makes an exact resume possible without ever restarting an env:
     every action each worker has taken since it was built (see `replay_state`)."""
 
-    def __init__(self, cfg: Config, num_workers: int):
-        self.workers = [RolloutWorker(cfg, i, limit_cpus=False) for i in range(num_workers)]
+    def __init__(self, cfg: Config, plan: RunPlan):
+        self.plan = plan
+        self.workers = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=n)
+                        for i, n in enumerate(plan.envs)]
         self._queue: list[tuple[int, Weights]] = []
         self._actions: list[list[np.ndarray]] = [[] for _ in self.workers]
         self.restarts = 0  # in-process workers are never replaced

@@ -7,6 +7,7 @@ It imports neither TensorFlow nor Ray, so a worker process stays small.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -54,12 +55,15 @@ def resident_mb() -> float:
 
 
 class RolloutWorker:
-    def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True):
+    def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True,
+                 num_envs: int | None = None):
+        """`num_envs`: the sub-envs this worker steps (the run plan's share; default
+        envs_per_worker, else num_envs)."""
         if limit_cpus:
             limit_threads(cfg.worker_cpus)
         self.cfg = cfg
         self.worker_id = worker_id
-        self.num_envs = cfg.envs_per_worker
+        self.num_envs = num_envs or cfg.envs_per_worker or cfg.num_envs
         self.envs = vector_env_for(cfg, self.num_envs)
         # ALE envs learn from lives and clipped rewards but report whole games' raw
         # scores in info; every other env's episodes are this worker's own sums.
@@ -77,6 +81,7 @@ class RolloutWorker:
         # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
         self._disc_return = np.zeros(self.num_envs, np.float64) if cfg.normalize_reward else None
         self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
+        self._handed_in: float | None = None  # when the previous collect() returned
 
     def _as_obs(self, obs) -> np.ndarray:
         return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
@@ -148,6 +153,7 @@ class RolloutWorker:
 
     def collect(self, weights: Weights | None = None) -> Batch:
         """Step every sub-env `rollout_length` times with the newest weights."""
+        idle_s = time.monotonic() - self._handed_in if self._handed_in is not None else 0.0
         if weights is not None:
             self.policy.load(weights)
         if self.policy.weights is None:
@@ -177,6 +183,7 @@ class RolloutWorker:
         w = self.policy.weights
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
+        self._handed_in = time.monotonic()
         return Batch(
             obs=obs_arr,
             actions=np.stack(actions),
@@ -192,6 +199,7 @@ class RolloutWorker:
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             nonfinite=nonfinite,
+            idle_s=idle_s,
             return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3),
         )
 

@@ -2,6 +2,7 @@
 
     RUN_DIR/
       config.yaml     the resolved Config (safe YAML: reading it never runs code)
+      plan.yaml       the run plan: workers, sub-envs each, learner batch (plan.py)
       checkpoints/    TensorFlow checkpoints ckpt-<updates>.index / .data-*, and TF's
                       `checkpoint` state file naming the newest (checkpoint.py)
       tb/             TensorBoard event files, step = env steps (metrics.py)
@@ -46,6 +47,10 @@ class RunDir:
         return self.path / "config.yaml"
 
     @property
+    def plan(self) -> Path:
+        return self.path / "plan.yaml"
+
+    @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
@@ -58,7 +63,7 @@ class RunDir:
         return self.path / "metrics.jsonl"
 
     def entries(self) -> list[Path]:
-        return [self.config, self.checkpoints, self.tensorboard, self.metrics]
+        return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics]
 
     def has_checkpoint(self) -> bool:
         # TF's state file is written last and atomically: it exists only once a

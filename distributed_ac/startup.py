@@ -9,10 +9,12 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
 import sys
 
-from distributed_ac.config import Config, learner_threads
+from distributed_ac.config import Config
 from distributed_ac.errors import DeviceError
+from distributed_ac.plan import auto_workers, learner_tf_threads, make_plan
 from distributed_ac.pool import Pool, SerialPool
 from distributed_ac.quiet import has_nvidia_device, load_tensorflow
 
@@ -42,7 +44,7 @@ def load_ray(cfg: Config, address: str | None):
 
 def make_pool(cfg: Config, address: str | None, dashboard: bool) -> Pool:
     if cfg.serial:
-        return SerialPool(cfg, cfg.num_workers or 1)
+        return SerialPool(cfg, make_plan(cfg, cfg.num_workers or 1))
     return load_ray(cfg, address).make_pool(cfg, address, dashboard)
 
 
@@ -76,7 +78,7 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
     checked here between steps and raises errors.Interrupted (see there for why)."""
     load_ray(cfg, address)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
-        building = ex.submit(_warm_learner, cfg, space, learner_threads(cfg, local=not address))
+        building = ex.submit(_warm_learner, cfg, space, local_learner_threads(cfg, address))
         pool = make_pool(cfg, address, dashboard)
         try:
             return pool, _result_unless_stopped(building, stop)
@@ -93,6 +95,14 @@ def _result_unless_stopped(future: concurrent.futures.Future, stop):
             return future.result(timeout=0.1)
         except concurrent.futures.TimeoutError:
             pass
+
+
+def local_learner_threads(cfg: Config, address: str | None) -> int | None:
+    """The learner's TensorFlow threads, known before Ray starts: on a local Ray the
+    worker count follows from this machine's CPUs."""
+    cpus = os.cpu_count() or 1
+    workers = cfg.num_workers or auto_workers(cfg, cpus, local=True)
+    return learner_tf_threads(cfg, workers, cpus, local=not address)
 
 
 def _warm_learner(cfg: Config, space, threads: int | None):

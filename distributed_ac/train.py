@@ -18,6 +18,7 @@ checkpoint.py.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import os
@@ -32,12 +33,12 @@ import numpy as np
 from distributed_ac import rundir
 from distributed_ac.address import check_address
 from distributed_ac.batch import Batch
-from distributed_ac.config import Config, batches_per_update, planned_updates, torso_for
+from distributed_ac.config import Config, torso_for
 from distributed_ac.generators import generator_words, set_generator_words
 from distributed_ac.envs import space_for
 from distributed_ac.errors import Interrupted, NonFiniteLossError, RunStopped
 from distributed_ac.metrics import (ConsoleProgress, EpisodeStats, Interval, MetricsLog,
-                                    finite_or_none)
+                                    finite_or_none, percentile)
 from distributed_ac.pool import Pool
 from distributed_ac.startup import check_device, start_pool_and_learner
 
@@ -55,6 +56,7 @@ class Counters:
     nonfinite_batches: int = 0
     max_lag: int = 0
     worker_restarts: int = 0
+    worker_wait_s: float = 0.0  # summed over workers: idle between batches (backpressure)
     wall_s: float = 0.0  # training seconds, summed over every session of the run
 
 
@@ -193,8 +195,9 @@ class Trainer:
 
         self.cfg, self.run, self.pool = cfg, run, pool
         self.learner = Learner(cfg, space) if learner is None else learner
-        self.num_workers = len(pool)
-        self.per_update = batches_per_update(cfg, self.num_workers)
+        self.plan = pool.plan
+        self.num_workers = self.plan.workers
+        self.per_update = self.plan.batches_per_update
         # serial runs keep one thread (exact resume); sync mode has nothing to overlap
         self.overlap = cfg.learner_thread and cfg.mode == "async" and not cfg.serial
         self.state = RunState.fresh(cfg)
@@ -204,31 +207,37 @@ class Trainer:
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=c.env_steps if resume else None)
         self.interval = Interval()
+        self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
                                                     start=c.env_steps)
         self._session = (time.monotonic(), c.env_steps, c.wall_s, c.worker_restarts)
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
-        gathered = "" if cfg.mode == "sync" else f", {self.per_update} worker batch(es) an update"
-        spans = self.learner.plan(planned_updates(cfg, self.num_workers))
+        self.plan.write(run.plan)
+        spans = self.learner.plan(self.plan)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
-                           f"and {spans['critic']:,d} updates")
+                           f"and {spans['critic']:,d} optimizer steps")
         threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
         self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
-                           f"{len(pool)} rollout worker(s), {cfg.envs_per_worker} envs each, "
-                           f"mode {cfg.mode}{gathered}")
+                           f"{self.plan.describe(cfg.mode)}")
 
     def loop(self, stop: StopSignals) -> None:
         if self.overlap:
             return self._overlapped_loop(stop)
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
         sync = cfg.mode == "sync"
+        # async with every worker's batch in each update: one batch per worker per round,
+        # so a fast worker cannot stand in for a slow one and every batch is exactly one
+        # version old, as with one worker (lag 1 at any W)
+        rounds = not sync and self.per_update == self.num_workers
         ref = self._submit_all(pool.publish(learner.weights()))
         while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
-            # async: a worker gets the newest weights the moment its batch arrives
-            batches = pool.wait(self.per_update, resubmit=None if sync else ref)
+            # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
+            batches = pool.wait(self.per_update, resubmit=None if sync or rounds else ref)
+            if rounds:  # they sample with these weights while the learner trains
+                self._submit_all(ref)
             fresh = self._screen(batches)
             if fresh:
                 batch = Batch.concat(fresh, same_version=sync)
@@ -286,6 +295,7 @@ class Trainer:
             lag = version - b.policy_version
             lags.append(lag)
             c.batches += 1
+            c.worker_wait_s += b.idle_s
             c.max_lag = max(c.max_lag, lag)
             self.state.stats.add(b.episode_returns, b.episode_lengths)
             self.interval.add_episodes(b.episode_returns, b.episode_lengths)
@@ -298,6 +308,7 @@ class Trainer:
             else:
                 fresh.append(b)
         self.interval.add_lags(lags)
+        self.lags.update(lags)
         return fresh
 
     def _land(self, batch: Batch, metrics: dict, ref):
@@ -373,7 +384,13 @@ class Trainer:
                 "batches": c.batches, "dropped_batches": c.dropped_batches,
                 "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
                 "max_policy_lag": c.max_lag,
+                "policy_lag_p50": percentile(self.lags, 50),
+                "policy_lag_p95": percentile(self.lags, 95),
                 "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
+                # the share of the workers' time spent waiting for the driver and learner
+                "worker_wait_s": round(c.worker_wait_s, 1),
+                "worker_wait_pct": round(100.0 * c.worker_wait_s
+                                         / max(c.wall_s * self.num_workers, 1e-9), 1),
                 "skipped_updates": self.learner.skipped_updates,
                 "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
                 "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,

@@ -5,11 +5,15 @@ import numpy as np
 import tensorflow as tf
 
 
+CLOCKS = ("wall_s", "worker_wait_s")
+
+
 def checkpoint_tensors(summary) -> dict[str, np.ndarray]:
-    """Every tensor of the run's final checkpoint except the clock and TF's save counter."""
+    """Every tensor of the run's final checkpoint except the clocks (wall time, the
+    workers' waits) and TF's save counter."""
     reader = tf.train.load_checkpoint(summary["checkpoint"])
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if "wall_s" not in name and not name.startswith(("save_counter", "_CHECKPOINTABLE"))}
+            if not any(clock in name for clock in CLOCKS) and not name.startswith(("save_counter", "_CHECKPOINTABLE"))}
 
 
 def once_and_resumed(run, root, k: int, m: int) -> tuple:

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from distributed_ac import bench, bench_cli, bench_record, bench_report, cli
-from distributed_ac.config import Config, learner_threads
+from distributed_ac.config import Config
+from distributed_ac.plan import learner_tf_threads
 from distributed_ac.envs import probe_space
 from distributed_ac.rollout import RolloutWorker
 
@@ -127,11 +128,13 @@ def test_ale_rates_report_frames_per_s_as_four_times_agent_steps():
     assert "frames_per_s" not in bench.record("broadcast", cfg, 1, [5.0], 0)["extra"]
 
 
-def test_learner_batch_is_b_worker_batches_in_async_and_all_workers_in_sync():
-    assert bench.learner_batch_size(TINY, 3) == 8  # auto B = ceil(3 / 4) = 1
-    assert bench.learner_batch_size(TINY, 8) == 16  # auto B = 2, as train() gathers them
-    assert bench.learner_batch_size(Config(**{**vars(TINY), "batches_per_update": 3}), 3) == 24
-    assert bench.learner_batch_size(Config(**{**vars(TINY), "mode": "sync"}), 3) == 24
+def test_learner_batch_is_what_the_run_plan_joins_in_async_and_all_workers_in_sync():
+    # TINY: 2 envs x 4 steps a worker; auto B joins batches up to num_envs (32) envs
+    assert bench.learner_batch_size(TINY, 3) == 24  # every worker's batch
+    assert bench.learner_batch_size(Config(**{**vars(TINY), "num_envs": 4}), 8) == 16  # B = 2
+    assert bench.learner_batch_size(Config(**{**vars(TINY), "batches_per_update": 1}), 3) == 8
+    assert bench.learner_batch_size(Config(**{**vars(TINY), "mode": "sync",
+                                              "num_envs": 2}), 3) == 24
 
 
 def write_jsonl(path, records):
@@ -208,8 +211,9 @@ def test_table_and_compare_show_the_efficiency_as_a_ratio():
 
 
 def test_sweep_emits_each_cells_efficiency_after_its_phases(monkeypatch):
-    def fake_rate(phase, value):
-        return lambda c, w, *a, **k: bench.record(phase, c, w, [value * w], 8)
+    def fake_rate(phase, value):  # an e2e run's batch: what the plan joins at W workers
+        return lambda c, w, *a, **k: bench.record(phase, c, w, [value * w],
+                                                  bench.learner_batch_size(c, w))
 
     monkeypatch.setattr(bench_cli, "local_phase", lambda kind, c, w, *a: bench.record(kind, c, w, [3000.0], 8))
     monkeypatch.setattr(bench_cli, "pipeline_learner_phase", lambda c, space, w, r, t: bench.record(
@@ -238,8 +242,8 @@ def test_a_real_sweep_reports_the_pipeline_efficiency_of_a_tiny_run(capsys):
     assert eff[0]["value"] == pytest.approx(eff[0]["extra"]["e2e_steps_per_s"] / slowest, abs=1e-3)
     assert "pipeline efficiency at 1 worker(s) x 2 envs" in captured.err
     # the learner stage ran as the pipeline runs it on this machine's cores
-    assert eff[0]["extra"]["learner_tf_threads"] == learner_threads(
-        Config(num_workers=1, worker_cpus=min(1.0, os.cpu_count())), local=True)
+    assert eff[0]["extra"]["learner_tf_threads"] == learner_tf_threads(
+        Config(worker_cpus=min(1.0, os.cpu_count())), 1, os.cpu_count(), local=True)
 
 
 def test_bad_sweep_flags_exit_2_with_one_line(capsys):

@@ -102,6 +102,7 @@ import logging, os, sys, threading
 import ray
 from distributed_ac import distributed
 from distributed_ac.config import Config
+from distributed_ac.plan import make_plan
 
 warned = threading.Event()
 class Catch(logging.Handler):
@@ -111,7 +112,7 @@ class Catch(logging.Handler):
 logging.getLogger("distributed_ac.distributed").addHandler(Catch(logging.WARNING))
 
 distributed.start_ray(sys.argv[1], False)
-pool = distributed.RayPool(Config(envs_per_worker=2), 3)  # 3 x 1 CPU; the cluster has 2
+pool = distributed.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 3))  # 3 x 1 CPU; the cluster has 2
 threading.Thread(target=pool.placement, kwargs={"warn_after_s": 3}, daemon=True).start()
 warned.wait(120)
 for w in pool.workers:
@@ -257,6 +258,7 @@ import dataclasses, logging, os, sys, threading
 import ray
 from distributed_ac import distributed
 from distributed_ac.config import Config
+from distributed_ac.plan import make_plan
 
 warned = threading.Event()
 class Catch(logging.Handler):
@@ -268,7 +270,7 @@ logging.getLogger("distributed_ac.distributed").addHandler(Catch(logging.WARNING
 
 distributed.start_ray(sys.argv[1], False)
 distributed.REPLACEMENT_WARN_S = 2
-pool = distributed.RayPool(Config(envs_per_worker=2), 2)
+pool = distributed.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 2))
 pool.placement()
 # From now on a worker needs 2 CPUs, which no node of the cluster has.
 pool.cfg = dataclasses.replace(pool.cfg, worker_cpus=2)

@@ -1,14 +1,13 @@
 """One typed config: YAML in and out, flags over YAML, checks at load time."""
 
 import dataclasses
-import os
 import subprocess
 import sys
 
 import pytest
 
 from distributed_ac.cli import parse_train_args
-from distributed_ac.config import Config, ConfigError, dump_yaml, from_dict, learner_threads, load_yaml
+from distributed_ac.config import Config, ConfigError, dump_yaml, from_dict, load_yaml
 
 
 def test_yaml_round_trip_gives_the_same_config(tmp_path):
@@ -39,6 +38,8 @@ def test_yaml_scientific_notation_is_accepted_for_integer_fields():
     ({"envs_per_worker": "many"}, "'envs_per_worker' must be int"),
     ({"hidden_sizes": []}, "hidden_sizes"),
     ({"total_env_steps": 10}, "smaller than one batch"),
+    ({"minibatches": 4}, r"renamed: minibatches \(now minibatch_size, in samples\)"),
+    ({"num_envs": 0}, "num_envs must be >= 1"),
     ({"learning_rate": 1e-3}, "unknown config field"),
     ({"actor_lr_decay_rate": 1.5}, "decay_rate"),
 ])
@@ -72,19 +73,6 @@ def test_cli_bad_input_is_one_line_and_exit_code_2(argv, needle):
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
-
-
-def test_learner_threads_leave_the_local_workers_their_cores(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert learner_threads(Config(num_workers=4), local=True) == 12
-    assert learner_threads(Config(num_workers=4, worker_cpus=0.5), local=True) == 14
-    assert learner_threads(Config(), local=True) == 1  # auto W = 15 workers take 15 cores
-    assert learner_threads(Config(num_workers=40), local=True) == 1  # at least one
-    assert learner_threads(Config(num_workers=4), local=False) is None  # a cluster: TF decides
-    assert learner_threads(Config(num_workers=4, serial=True), local=True) is None
-    assert learner_threads(Config(num_workers=4, learner_threads=3), local=False) == 3
-    with pytest.raises(ConfigError, match="learner_threads"):
-        Config(learner_threads=-1)
 
 
 def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_path, monkeypatch):

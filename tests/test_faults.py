@@ -172,6 +172,7 @@ PLACEMENT_SCRIPT = textwrap.dedent("""
     import ray
     from distributed_ac import distributed
     from distributed_ac.config import Config
+    from distributed_ac.plan import make_plan
     from distributed_ac.errors import WorkerFailure
 
     distributed.start_ray(None, False, num_cpus=2)
@@ -187,7 +188,8 @@ PLACEMENT_SCRIPT = textwrap.dedent("""
 
     for max_restarts in (5, 1):
         open(deaths, "w").close()
-        pool = distributed.RayPool(Config(max_worker_restarts=max_restarts), 1)
+        cfg = Config(max_worker_restarts=max_restarts)
+        pool = distributed.RayPool(cfg, make_plan(cfg, 1))
         pool.close()
         pool._cls = ray.remote(DiesTwiceWhileStarting).options(num_cpus=1)
         pool.workers = [pool._cls.remote(pool.cfg, 0)]

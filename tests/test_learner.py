@@ -2,13 +2,15 @@
 per-network clipping, the shared trunk, the no-gradient check, and the targets and
 advantages each off-policy correction and reward_scale give."""
 
+import dataclasses
 import keras
 import tensorflow as tf
 import numpy as np
 import pytest
 
 from distributed_ac import losses, returns
-from distributed_ac.config import Config, planned_updates
+from distributed_ac.config import Config
+from distributed_ac.plan import make_plan
 from distributed_ac.envs import probe_space
 from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.learner import Learner, NoGradientError, pick_device
@@ -135,8 +137,9 @@ def test_an_auto_schedule_spans_the_planned_updates_and_a_set_one_keeps_its_span
     instead of freezing; a set decay_steps is left alone."""
     _, worker, learner = setup(actor_lr=1e-3, actor_lr_decay_steps=0, actor_lr_decay_rate=0.5,
                                critic_lr=2e-3, critic_lr_decay_steps=7, critic_lr_decay_rate=0.5)
-    assert learner.plan(planned_updates(learner.cfg, 1)) == {"actor": 157, "critic": 7}
-    assert learner.plan(6) == {"actor": 6, "critic": 7}
+    assert learner.plan(make_plan(learner.cfg, 1)) == {"actor": 157, "critic": 7}
+    six = dataclasses.replace(make_plan(learner.cfg, 1), updates=6)
+    assert learner.plan(six) == {"actor": 6, "critic": 7}
     for _ in range(7):
         metrics = learner.step(worker.collect(learner.weights()))
     # the 7th update applied the schedule at step 6: the planned end for the actor
@@ -336,7 +339,7 @@ def test_one_pass_one_minibatch_of_the_clipped_objective_is_the_policy_gradient_
     more passes and minibatches each one is an optimizer step of its own."""
     kw = dict(env=env, mode="sync", entropy_coef=0.01, hidden_sizes=(16,))
     _, worker, pg = setup(**kw)
-    _, _, clip = setup(**kw, policy_loss="clip", update_epochs=1, minibatches=1)
+    _, _, clip = setup(**kw, policy_loss="clip", update_epochs=1, minibatch_size=10**6)
     batch = worker.collect(pg.weights())
     pg.step(batch)
     m = clip.step(batch)
@@ -345,7 +348,8 @@ def test_one_pass_one_minibatch_of_the_clipped_objective_is_the_policy_gradient_
     for a, b in zip(arrays(pg.nets.actor_variables + pg.nets.critic_variables),
                     arrays(clip.nets.actor_variables + clip.nets.critic_variables)):
         np.testing.assert_allclose(a, b, atol=2e-6)
-    _, _, many = setup(**kw, policy_loss="clip", update_epochs=3, minibatches=4)
+    n = batch.rewards.size  # 4 minibatches of it
+    _, _, many = setup(**kw, policy_loss="clip", update_epochs=3, minibatch_size=n // 4)
     before = arrays(many.nets.actor_variables)
     many.step(batch)
     assert int(many.actor_opt.iterations) == int(many.critic_opt.iterations) == 12
@@ -367,7 +371,7 @@ def test_the_clipped_objective_solves_cartpole_where_one_step_per_batch_does_not
     for loss in ("clip", "pg"):
         cfg = Config(serial=True, num_workers=1, mode="sync", policy_loss=loss, seed=0,
                      total_env_steps=70_000, stop_at_return=475, envs_per_worker=8,
-                     rollout_length=128, update_epochs=4, minibatches=16)
+                     rollout_length=128, update_epochs=4, minibatch_size=64)
         with tempfile.TemporaryDirectory() as d:
             results[loss] = train(cfg, run_dir=f"{d}/run",
                                   progress=ConsoleProgress(cfg.total_env_steps, 60, io.StringIO()))

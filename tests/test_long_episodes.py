@@ -16,7 +16,8 @@ BATCHES_EACH = 126  # 2016 steps per sub-env: two 1000-step episodes and their r
 
 def test_1000_step_episodes_finish_at_their_rate_at_32_workers_with_frequent_checkpoints(tmp_path):
     cfg = Config(env="fakes:ThousandSteps", serial=True, mode="async", num_workers=W,
-                 envs_per_worker=1, rollout_length=T, hidden_sizes=(8,), checkpoint_every=10,
+                 envs_per_worker=1, batches_per_update=8, rollout_length=T, hidden_sizes=(8,),
+                 checkpoint_every=10,
                  log_every_s=0.5, total_env_steps=W * T * BATCHES_EACH)
     summary = train(cfg, run_dir=tmp_path / "run",
                     progress=ConsoleProgress(cfg.total_env_steps, 1e9, io.StringIO()))

@@ -128,7 +128,7 @@ def test_a_damaged_workers_file_costs_only_the_exact_replay_not_the_resume(tmp_p
 def test_resume_is_bit_exact_with_the_clipped_objective_and_normalisation_too(tmp_path):
     """policy_loss clip shuffles minibatches from a checkpointed generator, and the
     observation and return statistics are checkpointed: K + M still equals K, then M."""
-    extra = dict(policy_loss="clip", update_epochs=2, minibatches=4, normalize_obs=True,
+    extra = dict(policy_loss="clip", update_epochs=2, minibatch_size=8, normalize_obs=True,
                  normalize_reward=True)
     once = run(tmp_path / "once", K + M, **extra)
     run(tmp_path / "split", K, **extra)

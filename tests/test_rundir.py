@@ -37,7 +37,7 @@ def test_a_run_directory_holds_no_pickle_and_only_the_documented_entries(tmp_pat
     run_dir = tmp_path / "run"
     train(cfg, run_dir=run_dir, progress=quiet(cfg))
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.yaml",
-                                                         "metrics.jsonl", "tb"]
+                                                         "metrics.jsonl", "plan.yaml", "tb"]
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert files and not [p for p in files if _is_pickle(p.read_bytes())]
     assert rundir.saved_config(rundir.open_run(run_dir)) == cfg

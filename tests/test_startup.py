@@ -13,6 +13,7 @@ SCRIPT = textwrap.dedent("""
     import sys
     from distributed_ac import startup
     from distributed_ac.config import Config
+    from distributed_ac.plan import make_plan
 
     seen = {}
 
@@ -48,6 +49,7 @@ WORKER_COUNT_SCRIPT = textwrap.dedent("""
     import psutil
     from distributed_ac import distributed
     from distributed_ac.config import Config
+    from distributed_ac.plan import make_plan
 
     def workers():
         # A Ray worker process runs default_worker.py until it has started, then renames
@@ -67,7 +69,7 @@ WORKER_COUNT_SCRIPT = textwrap.dedent("""
         return sorted(names)
 
     distributed.start_ray(None, False, num_cpus=2)
-    pool = distributed.RayPool(Config(), 1)
+    pool = distributed.RayPool(Config(), make_plan(Config(), 1))
     pool.placement()  # the pool's worker is up
     # Ray prestarts when the driver registers, before it starts the pool's worker, so a
     # prestarted process exists by now (counted while still starting, however slow the

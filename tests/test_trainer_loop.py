@@ -12,9 +12,10 @@ import pytest
 
 from distributed_ac import rundir
 from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config, batches_per_update
+from distributed_ac.config import Config
 from distributed_ac.envs import probe_space
 from distributed_ac.metrics import ConsoleProgress
+from distributed_ac.plan import make_plan
 from distributed_ac.errors import NonFiniteLossError
 from distributed_ac.train import StopSignals, Trainer
 
@@ -96,6 +97,7 @@ def run_loop(tmp_path, pool, **cfg_fields):
                     **cfg_fields})
     space = probe_space(cfg.env, cfg.vectorization)
     run = rundir.new_run(tmp_path / "run", cfg)
+    pool.plan = make_plan(cfg, pool.n)
     progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
     with Trainer(cfg, run, pool, space, False, progress) as trainer:
         trainer.loop(StopSignals())
@@ -168,16 +170,22 @@ def test_sync_mode_waits_for_every_worker_and_resubmits_all_with_the_new_weights
         assert sorted(e[1] for e in pool.log if e[0] == "submit" and e[2] == v) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("mode, workers, expected", [
-    ("sync", 8, 8), ("async", 1, 1), ("async", 4, 1), ("async", 5, 2), ("async", 24, 6),
-    ("async", 64, 16), ("async", 256, 64)])
-def test_batches_per_update_is_w_in_sync_mode_and_keeps_lag_near_4_in_async(mode, workers, expected):
-    assert batches_per_update(Config(mode=mode), workers) == expected
-
-
-def test_an_explicit_batches_per_update_is_capped_at_the_worker_count():
-    assert batches_per_update(Config(batches_per_update=3), 8) == 3
-    assert batches_per_update(Config(batches_per_update=30), 8) == 8
+def test_with_every_worker_in_each_update_every_batch_is_exactly_one_version_old(tmp_path):
+    """Async, B = W: one batch per worker per update, whatever order they arrive in, and
+    every worker is handed the newest weights before the learner steps, so it samples
+    while the learner trains and its next batch is one version old, as with one worker."""
+    pool = ScriptedPool(3, order=[2, 0, 1, 1, 2, 0, 0, 1, 2])
+    trainer = run_loop(tmp_path, pool, mode="async", total_env_steps=6 * 3 * T * N)
+    assert trainer.per_update == 3 and trainer.state.counters.updates == 6
+    assert trainer.lags == {0: 3, 1: 15}  # the first update's three batches, then lag 1
+    waits = [e for e in pool.log if e[0] == "wait"]
+    assert waits == [("wait", 3, None)] * 6  # no worker resubmitted mid-wait
+    for i, entry in enumerate(pool.log):
+        if entry[0] == "wait":  # then all three, with the version the coming step trains
+            submits = pool.log[i + 1:i + 4]
+            published = [e[1] for e in pool.log[:i] if e[0] == "publish"][-1]
+            assert sorted(e[1] for e in submits) == [0, 1, 2]
+            assert {e[2] for e in submits} == {published}
 
 
 # --- the learner thread (async on Ray): step k runs while the driver gathers k+1 -------------
@@ -203,6 +211,7 @@ def run_overlapped(tmp_path, pool, **cfg_fields):
                  checkpoint_every=10**6, mode="async", learner_thread=True, **cfg_fields)
     space = probe_space(cfg.env, cfg.vectorization)
     run = rundir.new_run(tmp_path / "run", cfg)
+    pool.plan = make_plan(cfg, pool.n)
     progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
     with Trainer(cfg, run, pool, space, False, progress) as trainer:
         step, threads = trainer.learner.step, []

@@ -1,0 +1,105 @@
+"""Learning at every worker count: each shipped preset at W workers, seeds, its budget.
+
+    python benchmarks/workers_sweep.py run --envs Pendulum-v1 LunarLander-v3 \
+        --workers 1 2 4 8 --seeds 0 1 2 [--out FILE] [-- extra dac train flags]
+    python benchmarks/workers_sweep.py table [--out FILE]
+
+`run` trains `dac train --env ENV --num-workers W --seed S` (the env's preset and its
+budget, an embedded local Ray) one run at a time and appends one JSON line per run:
+the 100-episode mean at the end of the budget, updates, policy lag (p50, p95, max),
+dropped batches, how long the workers waited, wall seconds, and the commit. A run
+already in the file (same env, W, seed and flags) is skipped, so an interrupted sweep
+continues where it stopped. `table` prints the markdown table RESULTS.md quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "workers-sweep.jsonl"
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, cwd=ROOT)
+    return out.stdout.strip() or "unknown"
+
+
+def run_one(env: str, workers: int, seed: int, flags: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="dac-workers-") as tmp:
+        cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", env,
+               "--num-workers", str(workers), "--seed", str(seed), "--run-dir", f"{tmp}/run",
+               *flags]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        raise SystemExit(f"dac train failed: {out.stderr.strip().splitlines()[-1:]}")
+    s = json.loads(out.stdout.strip().splitlines()[-1])
+    keep = ("env_steps", "updates", "mean_return_100", "batches_per_update", "policy_lag_p50",
+            "policy_lag_p95", "max_policy_lag", "dropped_batches", "worker_wait_pct",
+            "wall_s", "steps_per_s")
+    return {"env": env, "workers": workers, "seed": seed, "flags": flags,
+            **{k: s[k] for k in keep}, "commit": commit()}
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def cmd_run(args) -> None:
+    done = {(r["env"], r["workers"], r["seed"], tuple(r["flags"])) for r in load(args.out)}
+    for env in args.envs:
+        for workers in args.workers:
+            for seed in args.seeds:
+                if (env, workers, seed, tuple(args.flags)) in done:
+                    continue
+                rec = run_one(env, workers, seed, args.flags)
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                print(json.dumps(rec), flush=True)
+
+
+def cmd_table(args) -> None:
+    rows = load(args.out)
+    print("| env | W | 100-episode mean per seed (0, 1, 2) | median | updates | lag p95 (max) "
+          "| dropped | workers waited | wall s (median) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["env"], r["workers"], tuple(r["flags"])), []).append(r)
+    for (env, w, flags), rs in cells.items():
+        rs.sort(key=lambda r: r["seed"])
+        scores = ", ".join(f"{r['mean_return_100']:.0f}" for r in rs)
+        lag = f"{max(r['policy_lag_p95'] for r in rs)} ({max(r['max_policy_lag'] for r in rs)})"
+        name = env + (f" {' '.join(flags)}" if flags else "")
+        print(f"| {name} | {w} | {scores} | "
+              f"{statistics.median(r['mean_return_100'] for r in rs):.0f} | "
+              f"{rs[0]['updates']} | {lag} | {sum(r['dropped_batches'] for r in rs)} | "
+              f"{statistics.median(r['worker_wait_pct'] for r in rs):.0f}% | "
+              f"{statistics.median(r['wall_s'] for r in rs):.0f} |")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--envs", nargs="+", required=True)
+    run.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    run.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    run.add_argument("flags", nargs="*", help="extra dac train flags, after --")
+    table = sub.add_parser("table")
+    for sp in (run, table):
+        sp.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    cmd_run(args) if args.cmd == "run" else cmd_table(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

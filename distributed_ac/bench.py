@@ -35,7 +35,6 @@ machine's facts in bench_record.py.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import multiprocessing as mp
@@ -52,6 +51,7 @@ from distributed_ac.bench_record import record
 from distributed_ac.config import Config, torso_for
 from distributed_ac.envs import EnvSpace, space_for, space_of, vector_env_for
 from distributed_ac.plan import learner_tf_threads, make_plan
+from distributed_ac.processes import die_with_parent, run_in_child, stop_children
 
 
 # ---- synthetic inputs -------------------------------------------------------------
@@ -85,7 +85,7 @@ def learner_weights(cfg: Config, space: EnvSpace) -> Weights:
     the processes that measure workers."""
     if "tensorflow" in sys.modules:
         return _initial_weights(cfg, space)
-    return in_fresh_process(_initial_weights, cfg, space)
+    return run_in_child(_initial_weights, cfg, space)
 
 
 def _initial_weights(cfg: Config, space: EnvSpace) -> Weights:
@@ -180,7 +180,8 @@ def _measure_in_process(kind: str, cfg: Config, worker_id: int, repeats: int,
     return {"rates": rates, "rss_mb": resident_mb()}
 
 
-def _child(kind, cfg, worker_id, repeats, min_time, barrier, queue, weights) -> None:
+def _child(parent_pid, kind, cfg, worker_id, repeats, min_time, barrier, queue, weights) -> None:
+    die_with_parent(parent_pid)
     try:
         queue.put((worker_id, _measure_in_process(kind, cfg, worker_id, repeats, min_time,
                                                   barrier, weights)))
@@ -219,14 +220,16 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
         weights = random_weights(cfg, space_for(cfg))
     ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_child, args=(kind, cfg, i, repeats, min_time, barrier, queue, weights))
+    procs = [ctx.Process(target=_child, args=(os.getpid(), kind, cfg, i, repeats, min_time,
+                                              barrier, queue, weights))
              for i in range(workers)]
-    with _worker_thread_env(cfg.worker_cpus):
-        for p in procs:
-            p.start()
-    results = [queue.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join()
+    try:
+        with _worker_thread_env(cfg.worker_cpus):
+            for p in procs:
+                p.start()
+        results = [queue.get(timeout=600) for _ in procs]
+    finally:
+        stop_children(procs)
     errors = [r["error"] for _, r in results if "error" in r]
     if errors:
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
@@ -281,14 +284,8 @@ def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: 
     TensorFlow threads that train() gives it on local Ray (config.learner_threads), in
     a fresh process, since TensorFlow fixes its threads at its first op."""
     threads = learner_tf_threads(_ray_cfg(cfg, workers), workers, os.cpu_count() or 1, local=True)
-    return in_fresh_process(learner_phase, cfg, space, learner_batch_size(cfg, workers),
+    return run_in_child(learner_phase, cfg, space, learner_batch_size(cfg, workers),
                             repeats, min_time, workers, threads)
-
-
-def in_fresh_process(fn, *args):
-    """fn(*args) in a spawned process; its return value (or its exception) comes back."""
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-        return ex.submit(fn, *args).result()
 
 
 def _start_local_ray():
@@ -358,7 +355,7 @@ class Recorder:
 def e2e_phase(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:
     """Real training on local Ray for `updates` updates, `repeats` separate runs, in a
     fresh process (the learner's TensorFlow threads are set as `dac train` sets them)."""
-    return in_fresh_process(_e2e_runs, cfg, workers, mode, repeats, updates)
+    return run_in_child(_e2e_runs, cfg, workers, mode, repeats, updates)
 
 
 def _e2e_runs(cfg: Config, workers: int, mode: str, repeats: int, updates: int) -> dict:

@@ -19,6 +19,7 @@ from distributed_ac.config import Config, ConfigError, load_yaml
 from distributed_ac.envs import space_for
 from distributed_ac.errors import UsageError
 from distributed_ac.flags import check_writable, parse_flags
+from distributed_ac.processes import exit_on_sigterm
 
 Phase = Literal["env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async"]
 
@@ -141,6 +142,11 @@ def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=prin
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench_args(sys.argv[1:] if argv is None else argv)
+    with exit_on_sigterm():  # phases' child processes and Ray stop with the command
+        return _run(args)
+
+
+def _run(args: BenchArgs) -> int:
     if args.compare:
         print(bench_report.compare_files(*args.compare))
         return 0

@@ -1,0 +1,85 @@
+"""Child processes that never outlive the `dac` command that started them.
+
+A spawned child keeps running when its parent is killed (SIGTERM's default action ends
+only the parent), holding the caller's stdout pipe open and its memory. Two guards:
+- every child asks the kernel for SIGTERM when its parent dies (Linux PR_SET_PDEATHSIG),
+  which covers a parent that is killed outright;
+- `run_in_child` and `stop_children` terminate and reap children on any exception in
+  the parent, KeyboardInterrupt and SystemExit included, and `exit_on_sigterm` turns
+  SIGTERM into SystemExit so that those cleanups run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+JOIN_S = 5.0  # how long a terminated child gets before it is killed
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to send this process SIGTERM when its parent exits (Linux; a no-op
+    elsewhere); exit at once if `parent_pid` already has (it died before the request)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this libc: the parent's cleanup remains
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def exit_on_sigterm():
+    """While inside: SIGTERM raises SystemExit(143) in the main thread, so `finally`
+    blocks run. The previous handler comes back on exit."""
+    def handle(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_children(procs: list) -> None:
+    """Terminate, then kill if need be, and reap each child still alive."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(JOIN_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _call(parent_pid, fn, args, queue) -> None:
+    die_with_parent(parent_pid)
+    try:
+        queue.put((True, fn(*args)))
+    except BaseException as e:  # the parent re-raises it
+        queue.put((False, e))
+
+
+def run_in_child(fn, *args):
+    """fn(*args) in a fresh spawned process; its return value comes back, or its exception
+    is raised here. The child is stopped if this process stops waiting for any reason."""
+    ctx = mp.get_context("spawn")  # fork after TensorFlow/Ray threads exist can deadlock
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_call, args=(os.getpid(), fn, args, queue))
+    proc.start()
+    try:
+        ok, value = queue.get()
+    finally:
+        stop_children([proc])
+    if not ok:
+        raise value
+    return value

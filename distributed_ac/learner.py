@@ -178,7 +178,10 @@ class Learner:
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
         raw_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
-        # the statistics the workers acted with; this batch is merged in only after
+        # The learner's statistics before this batch is merged in: in sync mode those its
+        # workers acted with (the update stays on-policy); in async mode newer by the
+        # batches merged since the batch's version, a difference the importance ratios
+        # (V-trace) take as part of the policy lag, as they take the weights'.
         flat_obs = nets.obs_norm(raw_obs) if nets.obs_norm is not None else raw_obs
         rewards = self._scaled_rewards(rewards, return_moments)
         # The rates this update applies: read before apply_gradients advances `iterations`
@@ -192,8 +195,8 @@ class Learner:
         def after():
             if sync:  # V_target <- V after this update (the variant step() picks when due)
                 sync_target(nets, c.target_tau)
-            if nets.obs_norm is not None:
-                nets.obs_norm.merge_samples(raw_obs)
+            if nets.obs_norm is not None:  # the reset steps' inputs are copies of final
+                nets.obs_norm.merge_samples(raw_obs, tf.reshape(mask, [-1]) > 0)  # observations
             if self.return_stats is not None:
                 self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
             return tf.constant(True)
@@ -255,7 +258,10 @@ class Learner:
     def _clipped_epochs(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
                         values, shape):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
-        then epochs.clipped_update; applied only if every minibatch step was finite."""
+        then epochs.clipped_update. All or nothing: if any minibatch step was not finite,
+        every variable the update moved (weights, Adam's slots and step counts) is put
+        back as it was, so the weights always match the version they carry."""
+        before = [tf.identity(v) for v in self._update_state]
         old_logp, _ = self.policy_terms(self.nets.actor(flat_obs), actions, shape)
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self._targets(old_logp, behaviour_logp, rewards, values, term, trunc, mask)
@@ -263,7 +269,20 @@ class Learner:
             adv = self._normalize(adv, mask)
         metrics, finite = epochs.clipped_update(self, flat_obs, actions, targets, adv, mask,
                                                 old_logp)
-        return metrics, old_logp, finite
+
+        def restore():
+            for v, value in zip(self._update_state, before):
+                v.assign(value)
+            return tf.constant(False)
+
+        return metrics, old_logp, tf.cond(finite, lambda: tf.constant(True), restore)
+
+    @property
+    def _update_state(self) -> list:
+        """Every variable an update writes: both networks and both optimizers' state."""
+        nets = self.nets
+        return [*nets.actor_variables, *nets.critic_variables, *self.actor_opt.variables,
+                *self.critic_opt.variables]
 
     def _scaled_rewards(self, rewards, return_moments):
         """reward_scale, after dividing by the discounted return's running std

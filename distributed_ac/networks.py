@@ -63,11 +63,14 @@ class RunningMoments(tf.Module):
         self.mean.assign(tf.where(keep, mean, self.mean))
         self.var.assign(tf.where(keep, var, self.var))
 
-    def merge_samples(self, x) -> None:
-        """Fold in the moments of x [B, dim]."""
+    def merge_samples(self, x, keep=None) -> None:
+        """Fold in the moments of x [B, dim], of its rows where `keep` [B] is true if given."""
+        if keep is not None:
+            x = tf.boolean_mask(x, keep)
         x = tf.cast(x, tf.float64)
-        mean, var = tf.nn.moments(x, axes=[0])
-        self.merge(tf.cast(tf.shape(x)[0], tf.float64), mean, var)
+        n = tf.cast(tf.shape(x)[0], tf.float64)
+        mean, var = tf.nn.moments(x, axes=[0])  # NaN for no rows: merge() ignores count 0
+        self.merge(n, tf.where(n > 0, mean, 0.0), tf.where(n > 0, var, 1.0))
 
     def inv_std(self):
         return tf.cast(tf.math.rsqrt(self.var + normalization.EPS), tf.float32)

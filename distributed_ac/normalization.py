@@ -9,8 +9,10 @@ normalise with the same numbers for a given policy version.
 
 - Observations (`normalize_obs`): x -> clip((x - mean) / sqrt(var + eps), -clip, clip),
   as VecNormalize and cleanRL's NormalizeObservation. The learner normalises each batch
-  with the statistics the workers acted with, then merges the batch in, so a sync-mode
-  update stays exactly on-policy. The statistics are part of the input pipeline, not of
+  with its statistics before the batch, then merges the batch's real steps in (reset
+  steps, copies of final observations, are left out). In sync mode those are the
+  statistics the workers acted with, so an update stays exactly on-policy; in async
+  mode they are newer by the batches merged since, which V-trace's ratios absorb. The statistics are part of the input pipeline, not of
   the networks: V_target's weights are still an exact copy of V's.
 - Returns (`normalize_reward`): rewards divided by the standard deviation of the
   discounted return, as VecNormalize does (workers track each sub-env's discounted

@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from distributed_ac import atari
-from distributed_ac.envs import make_vector_env
+from distributed_ac.envs import atari
+from distributed_ac.envs.vector import make_vector_env
 
 FRAME_SKIP = atari.ALE_FRAME_SKIP
 

@@ -18,7 +18,7 @@ import csv
 import json
 from pathlib import Path
 
-from distributed_ac.metrics import read_rows
+from distributed_ac.run.metrics import read_rows
 
 COLUMNS = ("env_steps", "wall_s", "charts/mean_return_100", "charts/episodic_return")
 

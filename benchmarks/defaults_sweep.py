@@ -45,7 +45,7 @@ def score(env: str, mean: float | None) -> float:
 def run_one(candidate: str, env: str, seed: int) -> dict:
     steps = SUITE[env][0]
     with tempfile.TemporaryDirectory(prefix="dac-defaults-") as tmp:
-        cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--no-preset",
+        cmd = [sys.executable, "-m", "distributed_ac", "train", "--no-preset",
                "--config", str(CANDIDATES / f"{candidate}.yaml"), "--env", env,
                "--seed", str(seed), "--num-workers", "1", "--total-env-steps", str(steps),
                "--run-dir", f"{tmp}/run"]

@@ -24,10 +24,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-
 from numpy_cnn import SHAPE, best_of, random_params  # noqa: E402  (benchmarks/numpy_cnn.py)
 
-from distributed_ac.numpy_cnn import NumpyTorso  # noqa: E402
+from distributed_ac.models.cnn import NumpyTorso  # noqa: E402
 
 
 def numpy_forward(params: list[np.ndarray]):
@@ -38,9 +37,9 @@ def numpy_forward(params: list[np.ndarray]):
 def tf_forward(params: list[np.ndarray], precision: str):
     import tensorflow as tf
 
-    from distributed_ac import cnn
+    from distributed_ac.models import keras_cnn
 
-    torso = cnn.make_torso("nature", f"torso_{precision}", 0, precision)
+    torso = keras_cnn.make_torso("nature", f"torso_{precision}", 0, precision)
     torso(np.zeros((1, *SHAPE), np.uint8))  # build, then load the same arrays
     for var, arr in zip(torso.bundle_variables, params):
         var.assign(arr)

@@ -19,8 +19,8 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from distributed_ac import numpy_cnn
-from distributed_ac.numpy_cnn import NumpyTorso, relu
+from distributed_ac.models import cnn as numpy_cnn
+from distributed_ac.models.cnn import NumpyTorso, relu
 
 SHAPE = (84, 84, 4)
 

@@ -32,7 +32,7 @@ PEER = ROOT / "benchmarks" / "peers" / "sb3_ppo.py"
 
 def run_ours(env: str, seed: int, steps: int, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="dac-quality-") as tmp:
-        cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", env, "--seed",
+        cmd = [sys.executable, "-m", "distributed_ac", "train", "--env", env, "--seed",
                str(seed), "--num-workers", "1", "--total-env-steps", str(steps),
                "--run-dir", f"{tmp}/run", *flags]
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)

@@ -34,12 +34,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from distributed_ac import distributed, rundir  # noqa: E402
-from distributed_ac.batch import Batch  # noqa: E402
-from distributed_ac.config import Config  # noqa: E402
-from distributed_ac.envs import probe_space  # noqa: E402
-from distributed_ac.metrics import ConsoleProgress, percentile  # noqa: E402
-from distributed_ac.plan import make_plan  # noqa: E402
+from distributed_ac.config.plan import make_plan  # noqa: E402
+from distributed_ac.config.schema import Config  # noqa: E402
+from distributed_ac.core.batch import Batch  # noqa: E402
+from distributed_ac.envs.vector import probe_space  # noqa: E402
+from distributed_ac.pool import ray_pool  # noqa: E402
+from distributed_ac.run import rundir  # noqa: E402
+from distributed_ac.run.metrics import ConsoleProgress, percentile  # noqa: E402
 
 
 class SyntheticWorker:
@@ -55,7 +56,7 @@ class SyntheticWorker:
         self.handed_in: dict[int, float] = {}
 
     def info(self, slot: int) -> dict:
-        ray = distributed.load(local=False)
+        ray = ray_pool.load(local=False)
         return {"worker_id": slot, "pid": os.getpid(), "rss_mb": 0.0,
                 "uses_tensorflow": False, "node_id": ray.get_runtime_context().get_node_id()}
 
@@ -121,7 +122,7 @@ class Timer:
 
 
 def make_pool(cfg: Config, workers: int, args, timer: Timer):
-    ray = distributed.load(local=True)
+    ray = ray_pool.load(local=True)
     plan = make_plan(cfg, workers)
     per_actor = args.slots_per_actor
     actor_cls = ray.remote(SyntheticWorker).options(num_cpus=0, max_concurrency=per_actor)
@@ -129,7 +130,7 @@ def make_pool(cfg: Config, workers: int, args, timer: Timer):
                                args.period_s, args.sample_s, args.obs_shape, args.obs_dtype)
               for a in range(0, workers, per_actor)]
 
-    class SimPool(distributed.RayPool):
+    class SimPool(ray_pool.RayPool):
         def _new_worker(self, i):
             return Slot(actors[i // per_actor], i)
 
@@ -144,7 +145,7 @@ def make_pool(cfg: Config, workers: int, args, timer: Timer):
 def _wait_one_by_one(self, num, resubmit=None):
     """RayPool.wait as it was: one blocking ray.wait(num_returns=1) and one ray.get per
     batch (failure handling left out: synthetic workers do not fail)."""
-    ray, batches = distributed.ray, []
+    ray, batches = ray_pool.ray, []
     while len(batches) < num:
         (ref,), _ = ray.wait(list(self._in_flight), num_returns=1)
         worker = self._in_flight.pop(ref)
@@ -175,10 +176,11 @@ class NoLearner:
 
 
 def simulate(workers: int, args) -> dict:
-    from distributed_ac.learner import Learner
-    from distributed_ac.train import StopSignals, Trainer
+    from distributed_ac.learning.learner import Learner
+    from distributed_ac.training.signals import StopSignals
+    from distributed_ac.training.trainer import Trainer
 
-    ray = distributed.load(local=True)
+    ray = ray_pool.load(local=True)
     cfg = Config(env="CartPole-v1", num_workers=workers, num_envs=args.num_envs,
                  envs_per_worker=args.envs_per_worker, rollout_length=args.rollout_length,
                  total_env_steps=10**12, checkpoint_every=10**9, log_every_s=1e9,
@@ -283,13 +285,13 @@ def main(argv: list[str]) -> int:
     if args.obs_dtype == "uint8" and not args.no_learner:
         p.error("image observations need --no-learner (the MLP learner takes 4 floats)")
     if args.inline_weights:
-        distributed.INLINE_BYTES = 2**40
-    distributed.start_ray(None, False, num_cpus=os.cpu_count())
+        ray_pool.INLINE_BYTES = 2**40
+    ray_pool.start_ray(None, False, num_cpus=os.cpu_count())
     try:
         for w in args.workers:
             print(json.dumps(simulate(w, args)), flush=True)
     finally:
-        distributed.shutdown()
+        ray_pool.shutdown()
     return 0
 
 

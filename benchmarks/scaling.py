@@ -24,9 +24,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from distributed_ac import bench, bench_record, distributed  # noqa: E402
-from distributed_ac.config import Config  # noqa: E402
-from distributed_ac.envs import probe_space  # noqa: E402
+from distributed_ac.bench import phases  # noqa: E402
+from distributed_ac.bench import record as bench_record  # noqa: E402
+from distributed_ac.config.schema import Config  # noqa: E402
+from distributed_ac.envs.vector import probe_space  # noqa: E402
+from distributed_ac.pool import ray_pool  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -51,18 +53,18 @@ def main() -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     try:
         ray.init(address=cluster.address)
-        one = emit({**bench.e2e_phase(cfg, 1, "async", a.repeats, a.updates), "nodes": 1})
+        one = emit({**phases.e2e_phase(cfg, 1, "async", a.repeats, a.updates), "nodes": 1})
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
-        two = emit({**bench.e2e_phase(cfg, 2, "async", a.repeats, a.updates), "nodes": 2})
-        cast = emit({**bench.broadcast_phase(cfg, 2, a.repeats, 1.0), "nodes": 2})
+        two = emit({**phases.e2e_phase(cfg, 2, "async", a.repeats, a.updates), "nodes": 2})
+        cast = emit({**phases.broadcast_phase(cfg, 2, a.repeats, 1.0), "nodes": 2})
     finally:
-        distributed.shutdown()
+        ray_pool.shutdown()
         cluster.shutdown()
     space = probe_space(cfg.env)
     batch = cfg.rollout_length * cfg.envs_per_worker
-    learn = emit(bench.learner_phase(cfg, space, batch, a.repeats, 1.0))
-    worker = emit(bench.local_phase("worker", cfg, 1, a.repeats, 1.0))
+    learn = emit(phases.learner_phase(cfg, space, batch, a.repeats, 1.0))
+    worker = emit(phases.local_phase("worker", cfg, 1, a.repeats, 1.0))
     s, w, b = learn["value"], worker["value"], 1.0 / cast["value"]
     emit({"phase": "scaling_estimate", "env": cfg.env, "batch_size": batch,
           "learner_samples_per_s": s, "worker_steps_per_s": w, "broadcast_s": round(b, 5),

@@ -67,7 +67,7 @@ def growth(series: list[float]) -> float | None:
 def main() -> None:
     a, extra = parse()
     run = Path(tempfile.mkdtemp(prefix="dac-soak-")) / "run"
-    cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", a.env,
+    cmd = [sys.executable, "-m", "distributed_ac", "train", "--env", a.env,
            "--total-env-steps", str(10**12), "--run-dir", str(run), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = psutil.Process(proc.pid)

@@ -27,8 +27,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from distributed_ac.bench import Recorder  # noqa: E402
-from distributed_ac.bench_record import machine, process_age_s  # noqa: E402
+from distributed_ac.bench.phases import Recorder  # noqa: E402
+from distributed_ac.bench.record import machine, process_age_s  # noqa: E402
 
 
 class Timeline(Recorder):
@@ -47,9 +47,9 @@ class Timeline(Recorder):
 
 
 def main(argv: list[str]) -> int:
-    from distributed_ac.cli import parse_train_args
-    from distributed_ac.startup import shutdown_ray
-    from distributed_ac.config import to_dict
+    from distributed_ac.commands.main import parse_train_args
+    from distributed_ac.config.schema import to_dict
+    from distributed_ac.training.startup import shutdown_ray
 
     if not any(a == "--stop-at-return" or a.startswith("--stop-at-return=") for a in argv):
         argv = [*argv, "--stop-at-return", "475"]
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     cfg = args.cfg
     timeline = Timeline()
     called = timeline.at(time.monotonic())
-    from distributed_ac.train import train
+    from distributed_ac.training.trainer import train
 
     with tempfile.TemporaryDirectory(prefix="dac-solve-") as tmp:
         summary = train(cfg, address=args.address, progress=timeline,

@@ -29,9 +29,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def solve(config: str, flags: list[str], seed: int, budget: int) -> dict:
-    from distributed_ac.bench import Recorder  # quiet: the JSON lines stay readable
-    from distributed_ac.cli import parse_train_args
-    from distributed_ac.train import train
+    from distributed_ac.bench.phases import (
+        Recorder,  # quiet: the JSON lines stay readable
+    )
+    from distributed_ac.commands.main import parse_train_args
+    from distributed_ac.training.trainer import train
 
     args = parse_train_args(["--config", config, "--serial", "--mode", "async", "--seed",
                              str(seed), "--total-env-steps", str(budget),

@@ -34,7 +34,7 @@ def commit() -> str:
 
 def run_one(env: str, workers: int, seed: int, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="dac-workers-") as tmp:
-        cmd = [sys.executable, "-m", "distributed_ac.cli", "train", "--env", env,
+        cmd = [sys.executable, "-m", "distributed_ac", "train", "--env", env,
                "--num-workers", str(workers), "--seed", str(seed), "--run-dir", f"{tmp}/run",
                *flags]
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)

@@ -4,7 +4,6 @@ stopped and resumed, tensor by tensor of their final checkpoints."""
 import numpy as np
 import tensorflow as tf
 
-
 CLOCKS = ("wall_s", "worker_wait_s")
 
 

@@ -105,7 +105,7 @@ class LivesGame(Countdown):
 
 def AtariLikeLivesGame():
     """LivesGame under atari.py's training wrappers (what ALE ids get, less the pixels)."""
-    from distributed_ac import atari
+    from distributed_ac.envs import atari
 
     return atari.ClipRewardToSign(atari.EpisodicLife(atari.GameScore(LivesGame())))
 

@@ -3,12 +3,12 @@ whole games' raw scores; observations are uint8 channels-last stacks."""
 
 import numpy as np
 import pytest
-
-from distributed_ac import atari
-from distributed_ac.config import Config, ConfigError
-from distributed_ac.envs import EnvError, make_vector_env
-from distributed_ac.rollout import RolloutWorker
 from fakes import AtariLikeLivesGame, LivesGame
+
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.schema import Config, ConfigError
+from distributed_ac.envs import atari
+from distributed_ac.envs.vector import EnvError, make_vector_env
 
 ale_py = pytest.importorskip("ale_py", reason="the atari extra is not installed")
 import gymnasium as gym  # noqa: E402
@@ -168,7 +168,7 @@ def test_both_builds_of_an_ale_env_give_the_same_observations(monkeypatch):
 
 
 def test_evaluation_env_plays_whole_games_with_raw_rewards():
-    from distributed_ac.evaluate import _make_env
+    from distributed_ac.commands.evaluate import _make_env
 
     env = _make_env(Config(env="ALE/Breakout-v5"), None)
     assert env.observation_space.shape == (84, 84, 4)
@@ -250,7 +250,7 @@ def test_image_wrappers_on_a_vector_observation_env_are_one_line_env_errors():
 
 
 def test_bench_env_phase_reports_frames_per_s_for_ale_ids():
-    from distributed_ac.bench import local_phase
+    from distributed_ac.bench.phases import local_phase
 
     cfg = Config(env="ALE/Pong-v5", envs_per_worker=2, rollout_length=4, total_env_steps=1000)
     rec = local_phase("env", cfg, 1, 1, 0.2)

@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import bench, bench_cli, bench_record, bench_report, cli
-from distributed_ac.config import Config
-from distributed_ac.plan import learner_tf_threads
-from distributed_ac.envs import probe_space
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.bench import phases
+from distributed_ac.bench import record as bench_record
+from distributed_ac.bench import report as bench_report
+from distributed_ac.commands import bench as bench_command
+from distributed_ac.commands import main as cli
+from distributed_ac.config.plan import learner_tf_threads
+from distributed_ac.config.schema import Config
+from distributed_ac.envs.vector import probe_space
 
 TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden_sizes=(8,))
 SCHEMA = {"phase", "env", "mode", "workers", "envs_per_worker", "rollout_length", "batch_size",
@@ -22,7 +26,7 @@ SCHEMA = {"phase", "env", "mode", "workers", "envs_per_worker", "rollout_length"
 
 
 def test_record_is_one_json_line_with_the_median_and_the_machines_facts():
-    rec = bench.record("env", TINY, 2, [3.0, 1.0, 2.0], 8)
+    rec = phases.record("env", TINY, 2, [3.0, 1.0, 2.0], 8)
     line = json.dumps(rec)
     assert "\n" not in line and json.loads(line) == rec
     assert SCHEMA <= set(rec)
@@ -34,35 +38,35 @@ def test_record_is_one_json_line_with_the_median_and_the_machines_facts():
 
 
 def test_units_name_samples_for_the_learner_and_broadcasts_for_broadcast():
-    assert bench.record("learner", TINY, 1, [1.0], 8)["unit"] == "samples/s"
-    assert bench.record("broadcast", TINY, 1, [1.0], 0)["unit"] == "broadcasts/s"
+    assert phases.record("learner", TINY, 1, [1.0], 8)["unit"] == "samples/s"
+    assert phases.record("broadcast", TINY, 1, [1.0], 0)["unit"] == "broadcasts/s"
 
 
 @pytest.mark.parametrize("kind", ["env", "worker"])
 def test_env_and_worker_phases_measure_a_positive_rate_in_a_fresh_process(kind):
-    rec = bench.local_phase(kind, TINY, 1, repeats=2, min_time=0.05)
+    rec = phases.local_phase(kind, TINY, 1, repeats=2, min_time=0.05)
     assert rec["phase"] == kind and rec["repeats"] == 2 and rec["value"] > 0
     assert rec["batch_size"] == 8 and rec["extra"]["process_rss_mb"] > 0
 
 
 def test_measuring_processes_start_with_a_rollout_workers_thread_limits(monkeypatch):
-    from distributed_ac.rollout import THREAD_VARS
+    from distributed_ac.acting.worker import THREAD_VARS
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    with bench._worker_thread_env(2.5):
+    with phases._worker_thread_env(2.5):
         assert all(os.environ[k] == "2" for k in THREAD_VARS)
     assert os.environ["OPENBLAS_NUM_THREADS"] == "7" and "OMP_NUM_THREADS" not in os.environ
 
 
 def test_env_phase_with_two_workers_sums_two_processes():
-    rec = bench.local_phase("env", TINY, 2, repeats=1, min_time=0.05)
+    rec = phases.local_phase("env", TINY, 2, repeats=1, min_time=0.05)
     assert rec["workers"] == 2 and rec["value"] > 0
 
 
 def test_synthetic_batch_masks_the_step_after_each_episode_end():
     space = probe_space("CartPole-v1")
-    b = bench.synthetic_batch(space, 64, 32, seed=3)
+    b = phases.synthetic_batch(space, 64, 32, seed=3)
     assert b.obs.shape == (64, 32, 4) and b.values.shape == (65, 32) and b.actions.dtype == np.int32
     ended = b.terminated[:-1] == 1
     assert ended.any() and (b.mask[1:][ended] == 0).all()
@@ -70,14 +74,14 @@ def test_synthetic_batch_masks_the_step_after_each_episode_end():
 
 def test_random_weights_have_the_layout_a_worker_can_act_with():
     worker = RolloutWorker(TINY, limit_cpus=False)
-    batch = worker.collect(bench.random_weights(TINY, worker.space, version=5))
+    batch = worker.collect(phases.random_weights(TINY, worker.space, version=5))
     assert batch.policy_version == 5 and batch.obs.shape == (4, 2, 4)
-    assert worker.load(bench.random_weights(TINY, worker.space, version=6)) == 6
+    assert worker.load(phases.random_weights(TINY, worker.space, version=6)) == 6
 
 
 def test_learner_phase_reports_samples_per_second_and_its_device():
     space = probe_space("CartPole-v1")
-    rec = bench.learner_phase(TINY, space, 64, repeats=1, min_time=0.05)
+    rec = phases.learner_phase(TINY, space, 64, repeats=1, min_time=0.05)
     assert rec["batch_size"] == 64 and rec["device"] == "/CPU:0" and rec["value"] > 0
     assert rec["extra"]["weights_export_ms"] > 0
 
@@ -86,54 +90,54 @@ PIXELS = Config(env="fakes:PixelChase", envs_per_worker=2, rollout_length=4, tot
 
 
 def test_synthetic_batch_of_an_image_env_is_uint8_frames_time_major():
-    b = bench.synthetic_batch(probe_space(PIXELS.env), 4, 3, seed=1)
+    b = phases.synthetic_batch(probe_space(PIXELS.env), 4, 3, seed=1)
     assert b.obs.dtype == np.uint8 and b.obs.shape == (4, 3, 36, 36, 1)
     assert b.obs.min() < 16 and b.obs.max() > 240  # the whole byte range, as frames use it
 
 
 def test_random_weights_for_an_image_env_are_the_nature_cnn_bundle_a_worker_acts_with():
-    from distributed_ac.numpy_cnn import bundle_size
+    from distributed_ac.models.cnn import bundle_size
 
     worker = RolloutWorker(PIXELS, limit_cpus=False)
-    w = bench.random_weights(PIXELS, worker.space, version=3)
+    w = phases.random_weights(PIXELS, worker.space, version=3)
     assert w.torso == "nature" and len(w.actor) == len(w.v_target) == bundle_size("nature") + 2
     assert w.actor[0].shape == (8, 8, 1, 32) and w.actor[-2].shape == (512, 4)
     batch = worker.collect(w)
     assert batch.policy_version == 3 and batch.obs.dtype == np.uint8
     assert batch.obs.shape == (4, 2, 36, 36, 1)
-    assert bench.with_version(w, 4).version == 4 and bench.with_version(w, 4).actor is w.actor
+    assert phases.with_version(w, 4).version == 4 and phases.with_version(w, 4).actor is w.actor
 
 
 def test_worker_phase_on_an_image_env_acts_with_the_numpy_nature_cnn():
-    rec = bench.local_phase("worker", PIXELS, 1, repeats=1, min_time=0.05)
+    rec = phases.local_phase("worker", PIXELS, 1, repeats=1, min_time=0.05)
     assert rec["value"] > 0 and rec["extra"]["torso"] == "nature"
     assert "frames_per_s" not in rec["extra"]  # no frame skip outside the ALE
 
 
 def test_learner_phase_on_an_image_env_trains_the_nature_cnn_on_uint8_frames():
-    rec = bench.learner_phase(PIXELS, probe_space(PIXELS.env), 8, repeats=1, min_time=0.05)
+    rec = phases.learner_phase(PIXELS, probe_space(PIXELS.env), 8, repeats=1, min_time=0.05)
     assert rec["value"] > 0 and rec["batch_size"] == 8 and rec["extra"]["torso"] == "nature"
 
 
 def test_ale_rates_report_frames_per_s_as_four_times_agent_steps():
     pytest.importorskip("ale_py")
     cfg = Config(env="ALE/Breakout-v5", envs_per_worker=2, rollout_length=4, total_env_steps=1_000)
-    rec = bench.local_phase("worker", cfg, 1, repeats=1, min_time=0.05)
+    rec = phases.local_phase("worker", cfg, 1, repeats=1, min_time=0.05)
     assert rec["value"] > 0 and rec["extra"]["torso"] == "nature"
     assert rec["extra"]["frame_skip"] == 4
     assert rec["extra"]["frames_per_s"] == pytest.approx(4 * rec["value"], abs=0.5)
     for phase in ("learner", "e2e_async"):
-        extra = bench.record(phase, cfg, 1, [100.0, 300.0], 8)["extra"]
+        extra = phases.record(phase, cfg, 1, [100.0, 300.0], 8)["extra"]
         assert extra["frames_per_s"] == 800.0 and extra["frame_skip"] == 4
-    assert "frames_per_s" not in bench.record("broadcast", cfg, 1, [5.0], 0)["extra"]
+    assert "frames_per_s" not in phases.record("broadcast", cfg, 1, [5.0], 0)["extra"]
 
 
 def test_learner_batch_is_what_the_run_plan_joins_in_async_and_all_workers_in_sync():
     # TINY: 2 envs x 4 steps a worker; auto B joins batches up to num_envs (32) envs
-    assert bench.learner_batch_size(TINY, 3) == 24  # every worker's batch
-    assert bench.learner_batch_size(Config(**{**vars(TINY), "num_envs": 4}), 8) == 16  # B = 2
-    assert bench.learner_batch_size(Config(**{**vars(TINY), "batches_per_update": 1}), 3) == 8
-    assert bench.learner_batch_size(Config(**{**vars(TINY), "mode": "sync",
+    assert phases.learner_batch_size(TINY, 3) == 24  # every worker's batch
+    assert phases.learner_batch_size(Config(**{**vars(TINY), "num_envs": 4}), 8) == 16  # B = 2
+    assert phases.learner_batch_size(Config(**{**vars(TINY), "batches_per_update": 1}), 3) == 8
+    assert phases.learner_batch_size(Config(**{**vars(TINY), "mode": "sync",
                                               "num_envs": 2}), 3) == 24
 
 
@@ -142,9 +146,9 @@ def write_jsonl(path, records):
 
 
 def test_compare_prints_new_over_old_per_measurement(tmp_path, capsys):
-    env1 = bench.record("env", TINY, 1, [100.0], 8)
-    env2 = bench.record("env", TINY, 2, [300.0], 8)
-    only_old = bench.record("learner", TINY, 1, [5.0], 8)
+    env1 = phases.record("env", TINY, 1, [100.0], 8)
+    env2 = phases.record("env", TINY, 2, [300.0], 8)
+    only_old = phases.record("learner", TINY, 1, [5.0], 8)
     write_jsonl(tmp_path / "old.jsonl", [env1, env2, only_old])
     write_jsonl(tmp_path / "new.jsonl", [{**env1, "value": 200.0}, {**env2, "value": 150.0}])
     rows = bench_report.compare(bench_report.load_jsonl(tmp_path / "old.jsonl"),
@@ -173,8 +177,8 @@ def test_sweep_prints_json_lines_a_table_and_draws_a_png(tmp_path, capsys):
 
 def cell(w, worker, learner, e2e, batch=8, e2e_samples=None):
     """Hand-built records of one (workers, envs) cell: worker, learner and e2e_async."""
-    return [bench.record("worker", TINY, w, [worker], 8), bench.record("learner", TINY, w, [learner], batch),
-            bench.record("e2e_async", TINY, w, e2e_samples or [e2e], 8)]
+    return [phases.record("worker", TINY, w, [worker], 8), phases.record("learner", TINY, w, [learner], batch),
+            phases.record("e2e_async", TINY, w, e2e_samples or [e2e], 8)]
 
 
 def test_efficiency_divides_e2e_by_the_slower_stage_and_names_it():
@@ -192,7 +196,7 @@ def test_efficiency_divides_e2e_by_the_slower_stage_and_names_it():
 def test_efficiency_uses_only_the_learner_at_the_e2e_batch_size_and_needs_all_three():
     wrong_batch = cell(1, worker=2000.0, learner=1000.0, e2e=800.0, batch=64)
     assert bench_report.pipeline_efficiency(wrong_batch) == []
-    both = wrong_batch + [bench.record("learner", TINY, 1, [4000.0], 8)]
+    both = wrong_batch + [phases.record("learner", TINY, 1, [4000.0], 8)]
     assert bench_report.pipeline_efficiency(both)[0]["extra"]["limited_by"] == "worker"
     assert bench_report.pipeline_efficiency(cell(1, 2000.0, 1000.0, 800.0)[1:]) == []  # no worker
     assert bench_report.pipeline_efficiency(cell(1, 2000.0, 1000.0, 800.0)[:2]) == []  # no e2e
@@ -212,15 +216,15 @@ def test_table_and_compare_show_the_efficiency_as_a_ratio():
 
 def test_sweep_emits_each_cells_efficiency_after_its_phases(monkeypatch):
     def fake_rate(phase, value):  # an e2e run's batch: what the plan joins at W workers
-        return lambda c, w, *a, **k: bench.record(phase, c, w, [value * w],
-                                                  bench.learner_batch_size(c, w))
+        return lambda c, w, *a, **k: phases.record(phase, c, w, [value * w],
+                                                  phases.learner_batch_size(c, w))
 
-    monkeypatch.setattr(bench_cli, "local_phase", lambda kind, c, w, *a: bench.record(kind, c, w, [3000.0], 8))
-    monkeypatch.setattr(bench_cli, "pipeline_learner_phase", lambda c, space, w, r, t: bench.record(
-        "learner", c, w, [1000.0], bench.learner_batch_size(c, w)))
-    monkeypatch.setattr(bench_cli, "e2e_phase", fake_rate("e2e_async", 400.0))
+    monkeypatch.setattr(bench_command, "local_phase", lambda kind, c, w, *a: phases.record(kind, c, w, [3000.0], 8))
+    monkeypatch.setattr(bench_command, "pipeline_learner_phase", lambda c, space, w, r, t: phases.record(
+        "learner", c, w, [1000.0], phases.learner_batch_size(c, w)))
+    monkeypatch.setattr(bench_command, "e2e_phase", fake_rate("e2e_async", 400.0))
     lines = []
-    bench_cli.sweep(TINY, ("worker", "learner", "e2e_async"), (1, 2), (2,), 1, 0.05, 1, emit=lines.append)
+    bench_command.sweep(TINY, ("worker", "learner", "e2e_async"), (1, 2), (2,), 1, 0.05, 1, emit=lines.append)
     recs = [json.loads(x) for x in lines]
     assert [(r["phase"], r["workers"]) for r in recs] == [
         ("worker", 1), ("learner", 1), ("e2e_async", 1), ("efficiency", 1),
@@ -253,7 +257,7 @@ def test_bad_sweep_flags_exit_2_with_one_line(capsys):
 
 def test_gpu_sweep_says_no_gpu_on_a_machine_without_one(capsys, monkeypatch):
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    assert bench_cli.gpu_sweep(TINY, (64,), 1, 0.05) == []
+    assert bench_command.gpu_sweep(TINY, (64,), 1, 0.05) == []
     assert "no GPU" in capsys.readouterr().err
 
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from tensorflow.python.checkpoint import checkpoint_management
 
-from distributed_ac import rundir
-from distributed_ac.checkpoint import Checkpointer, read_counters
-from distributed_ac.generators import generator_words, set_generator_words
-from distributed_ac.config import Config
-from distributed_ac.learner import Learner
-from distributed_ac.rollout import RolloutWorker
-from distributed_ac.train import RunState
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.schema import Config
+from distributed_ac.core.rng import generator_words, set_generator_words
+from distributed_ac.learning.learner import Learner
+from distributed_ac.run import rundir
+from distributed_ac.run.checkpoint import Checkpointer, read_counters
+from distributed_ac.training.state import RunState
 
 SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
 

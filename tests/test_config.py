@@ -6,8 +6,14 @@ import sys
 
 import pytest
 
-from distributed_ac.cli import parse_train_args
-from distributed_ac.config import Config, ConfigError, dump_yaml, from_dict, load_yaml
+from distributed_ac.commands.main import parse_train_args
+from distributed_ac.config.schema import (
+    Config,
+    ConfigError,
+    dump_yaml,
+    from_dict,
+    load_yaml,
+)
 
 
 def test_yaml_round_trip_gives_the_same_config(tmp_path):
@@ -55,7 +61,7 @@ def test_malformed_yaml_is_a_config_error(tmp_path):
 
 
 def test_train_help_lists_every_field_with_its_help():
-    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train", "--help"],
+    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--help"],
                          capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
     assert out.returncode == 0
     for f in dataclasses.fields(Config):
@@ -69,15 +75,15 @@ def test_train_help_lists_every_field_with_its_help():
     (["frobnicate"], "unknown command 'frobnicate'"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_code_2(argv, needle):
-    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", *argv],
+    out = subprocess.run([sys.executable, "-m", "distributed_ac", *argv],
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_path, monkeypatch):
-    from distributed_ac import presets
-    from distributed_ac.cli import train_preset
+    from distributed_ac.commands.main import train_preset
+    from distributed_ac.config import presets
 
     monkeypatch.setattr(presets, "DIR", tmp_path)
     (tmp_path / "Pendulum-v1.yaml").write_text("gamma: 0.9\nentropy_coef: 0.003\nactor_lr: 0.002\n")
@@ -95,8 +101,8 @@ def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_p
 
 
 def test_an_env_without_a_preset_starts_from_the_default_one(tmp_path, monkeypatch):
-    from distributed_ac import presets
-    from distributed_ac.cli import train_preset
+    from distributed_ac.commands.main import train_preset
+    from distributed_ac.config import presets
 
     monkeypatch.setattr(presets, "DIR", tmp_path)
     (tmp_path / "Pendulum-v1.yaml").write_text("gamma: 0.9\n")
@@ -113,7 +119,7 @@ def test_an_env_without_a_preset_starts_from_the_default_one(tmp_path, monkeypat
 
 
 def test_auto_observation_normalisation_is_on_for_vectors_and_off_for_images():
-    from distributed_ac.config import obs_normalized, torso_for
+    from distributed_ac.config.schema import obs_normalized, torso_for
 
     auto = Config(normalize_obs=None)
     assert obs_normalized(auto, (8,)) and not obs_normalized(auto, (36, 36, 1))
@@ -124,7 +130,7 @@ def test_auto_observation_normalisation_is_on_for_vectors_and_off_for_images():
 
 
 def test_every_shipped_preset_is_a_valid_config_for_its_env():
-    from distributed_ac import presets
+    from distributed_ac.config import presets
 
     for name in presets.available():
         cfg = load_yaml(presets.DIR / f"{name}.yaml")
@@ -132,7 +138,7 @@ def test_every_shipped_preset_is_a_valid_config_for_its_env():
 
 
 def test_the_fallback_presets_are_valid_configs_that_leave_the_env_alone():
-    from distributed_ac import presets
+    from distributed_ac.config import presets
 
     for stem in presets.FALLBACKS:
         cfg = load_yaml(presets.DIR / f"{stem}.yaml")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.distributions import (
+from distributed_ac.learning.distributions import (
     categorical_entropy,
     categorical_log_prob,
     squash_to_box,

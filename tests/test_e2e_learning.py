@@ -9,7 +9,6 @@ import sys
 import tempfile
 
 import pytest
-
 from paths import FAST_CONFIG
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +19,7 @@ PENDULUM_BUDGET = 1_500_000
 
 def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
     with tempfile.TemporaryDirectory() as tmp:  # the run directory, not ./runs/
-        out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train",
+        out = subprocess.run([sys.executable, "-m", "distributed_ac", "train",
                               "--run-dir", f"{tmp}/run", *flags],
                              capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]

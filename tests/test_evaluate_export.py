@@ -15,14 +15,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from distributed_ac import cli, rundir
-from distributed_ac.batch import Weights
-from distributed_ac.config import Config
-from distributed_ac.evaluate import load_trained
-from distributed_ac.metrics import ConsoleProgress
-from distributed_ac.policy import Policy
-from distributed_ac.train import train
-
+from distributed_ac.acting.policy import Policy
+from distributed_ac.commands import main as cli
+from distributed_ac.commands.evaluate import load_trained
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Weights
+from distributed_ac.run import rundir
+from distributed_ac.run.metrics import ConsoleProgress
+from distributed_ac.training.trainer import train
 
 SEED = 5  # not 0, so an evaluation that dropped the training seed from its seeds shows
 
@@ -75,8 +75,8 @@ def newest_checkpoint_policy(run_dir):
     the restore can make them equal to the trained ones."""
     import tensorflow as tf
 
-    from distributed_ac.envs import probe_space
-    from distributed_ac.networks import actor_bundle_variables, build_networks
+    from distributed_ac.envs.vector import probe_space
+    from distributed_ac.learning.networks import actor_bundle_variables, build_networks
 
     cfg = rundir.saved_config(rundir.open_run(run_dir))
     space = probe_space(cfg.env, cfg.vectorization)

@@ -3,19 +3,20 @@ per-network clipping, the shared trunk, the no-gradient check, and the targets a
 advantages each off-policy correction and reward_scale give."""
 
 import dataclasses
+
 import keras
-import tensorflow as tf
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from distributed_ac import losses, returns
-from distributed_ac.config import Config
-from distributed_ac.plan import make_plan
-from distributed_ac.envs import probe_space
-from distributed_ac.errors import NonFiniteLossError
-from distributed_ac.learner import Learner, NoGradientError, pick_device
-from distributed_ac.networks import path_variables
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.plan import make_plan
+from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import NonFiniteLossError
+from distributed_ac.envs.vector import probe_space
+from distributed_ac.learning import advantages, losses
+from distributed_ac.learning.learner import Learner, NoGradientError, pick_device
+from distributed_ac.learning.networks import path_variables
 
 
 def setup(**kw):
@@ -201,7 +202,7 @@ def test_consecutive_non_finite_updates_stop_the_run():
 # The step returns metrics only, but two of them are exact functions of what _targets
 # gave it: critic_loss = 0.5 * masked_mean((V(s) - targets)^2) and, with advantage
 # normalisation off, actor_loss = -masked_mean(log pi(a|s) * advantages). So each case
-# steps the compiled graph on a real batch and checks both against returns.gae /
+# steps the compiled graph on a real batch and checks both against advantages.gae /
 # truncated_importance_weights / vtrace called directly on the same arrays.
 
 def expected_targets(correction, cfg, batch, logp, reward_scale):
@@ -209,11 +210,11 @@ def expected_targets(correction, cfg, batch, logp, reward_scale):
     rewards = batch.rewards * reward_scale
     flags = (batch.values, batch.terminated, batch.truncated, batch.mask)
     if correction == "vtrace":
-        return returns.vtrace(batch.behaviour_logp, logp, rewards, *flags, cfg.gamma,
+        return advantages.vtrace(batch.behaviour_logp, logp, rewards, *flags, cfg.gamma,
                               cfg.gae_lambda, cfg.rho_bar, cfg.c_bar, cfg.vtrace_pg_bootstrap)
-    targets, adv = returns.gae(rewards, *flags, cfg.gamma, cfg.gae_lambda)
+    targets, adv = advantages.gae(rewards, *flags, cfg.gamma, cfg.gae_lambda)
     if correction == "truncated_is":
-        adv = adv * returns.truncated_importance_weights(batch.behaviour_logp, logp, cfg.rho_bar)
+        adv = adv * advantages.truncated_importance_weights(batch.behaviour_logp, logp, cfg.rho_bar)
     return targets, adv
 
 
@@ -296,7 +297,7 @@ def test_learner_variables_live_on_the_picked_device():
 
 # ---- what the speed work must not change -------------------------------------------
 def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
-    from distributed_ac.networks import path_variables
+    from distributed_ac.learning.networks import path_variables
 
     cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000, target_sync_every=2)
     worker = RolloutWorker(cfg, limit_cpus=False)
@@ -364,8 +365,8 @@ def test_the_clipped_objective_solves_cartpole_where_one_step_per_batch_does_not
     import io
     import tempfile
 
-    from distributed_ac.metrics import ConsoleProgress
-    from distributed_ac.train import train
+    from distributed_ac.run.metrics import ConsoleProgress
+    from distributed_ac.training.trainer import train
 
     results = {}
     for loss in ("clip", "pg"):

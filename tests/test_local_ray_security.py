@@ -28,8 +28,10 @@ def is_loopback(ip: str) -> bool:
 
 
 def test_local_training_listens_on_loopback_only_and_serves_no_dashboard(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac.cli", "train",
-                             "--total-env-steps", "3000000", "--run-dir", str(tmp_path / "run")],
+    # one worker: the servers are the same at any count, and auto is cores - 1
+    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac", "train", "--num-workers",
+                             "1", "--total-env-steps", "3000000", "--run-dir",
+                             str(tmp_path / "run")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline, sockets = time.monotonic() + 120, []

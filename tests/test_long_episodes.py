@@ -6,9 +6,9 @@ restarts: here 10 * 8 * 16 / 32 = 40, and no 1000-step episode ever finished."""
 
 import io
 
-from distributed_ac.config import Config
-from distributed_ac.metrics import ConsoleProgress, read_rows
-from distributed_ac.train import train
+from distributed_ac.config.schema import Config
+from distributed_ac.run.metrics import ConsoleProgress, read_rows
+from distributed_ac.training.trainer import train
 
 W, T = 32, 16
 BATCHES_EACH = 126  # 2016 steps per sub-env: two 1000-step episodes and their reset steps

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.losses import actor_loss, critic_loss, explained_variance, masked_mean
+from distributed_ac.learning.losses import (
+    actor_loss,
+    critic_loss,
+    explained_variance,
+    masked_mean,
+)
 
 
 def random_inputs(seed, T=8, N=4):
@@ -109,7 +114,7 @@ def test_explained_variance_is_zero_not_nan_for_constant_targets(constant):
 
 
 def test_clipped_surrogate_matches_numpy_and_clips_only_the_side_that_gains():
-    from distributed_ac.losses import clipped_actor_loss
+    from distributed_ac.learning.losses import clipped_actor_loss
 
     rng = np.random.default_rng(0)
     old = rng.normal(size=(6, 5)).astype(np.float32)
@@ -139,7 +144,7 @@ def test_clipped_surrogate_matches_numpy_and_clips_only_the_side_that_gains():
 def test_clipped_surrogate_stays_finite_for_huge_ratios_and_ignores_masked_steps():
     """A reset step's ignored action can have any log-prob under the new policy; an
     unmasked step far off the old policy must not overflow float32 either."""
-    from distributed_ac.losses import clipped_actor_loss
+    from distributed_ac.learning.losses import clipped_actor_loss
 
     logp = tf.Variable([[500.0, 300.0, 0.1]])
     old, adv = tf.zeros((1, 3)), tf.constant([[-1.0, 1.0, 1.0]])
@@ -156,7 +161,7 @@ def test_kl_estimate_is_the_exact_kl_when_actions_come_in_mu_s_proportions():
     """k3 = (r - 1) - log r, averaged over actions drawn from mu, is KL(mu || pi): with
     each action present in exactly mu's proportions the mean is the KL itself. Masked
     steps count for nothing, whatever their log-ratio."""
-    from distributed_ac.losses import kl_estimate
+    from distributed_ac.learning.losses import kl_estimate
 
     mu, pi = np.array([0.5, 0.25, 0.25]), np.array([0.2, 0.3, 0.5])
     actions = [0, 0, 1, 2]  # mu's proportions

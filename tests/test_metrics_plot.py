@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import cli
-from distributed_ac.config import Config
-from distributed_ac.metrics import ConsoleProgress, Interval, MetricsLog, read_rows
-from distributed_ac.train import train
+from distributed_ac.commands import main as cli
+from distributed_ac.config.schema import Config
+from distributed_ac.run.metrics import ConsoleProgress, Interval, MetricsLog, read_rows
+from distributed_ac.training.trainer import train
 
 NAMES = ["charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
          "charts/SPS",

@@ -6,17 +6,16 @@ import tempfile
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from distributed_ac.batch import Batch
-from distributed_ac.config import Config
-from distributed_ac.envs import probe_space
-from distributed_ac.learner import Learner
-from distributed_ac.networks import RunningMoments
-from distributed_ac.normalization import chan_merge, merge_all, moments
-from distributed_ac.policy import Policy
-from distributed_ac.rollout import RolloutWorker
-
 from paths import FAST_CONFIG
+
+from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch
+from distributed_ac.core.normalization import chan_merge, merge_all, moments
+from distributed_ac.envs.vector import probe_space
+from distributed_ac.learning.learner import Learner
+from distributed_ac.learning.networks import RunningMoments
 
 SCALE = np.array([1000.0, 1.0, 0.001, 50.0], np.float32)  # CartPole's 4 obs, badly scaled
 
@@ -176,9 +175,9 @@ def test_worker_return_moments_are_those_of_the_discounted_returns():
 
 
 def test_checkpoint_evaluate_and_export_apply_the_same_statistics(tmp_path):
-    from distributed_ac.evaluate import load_trained
-    from distributed_ac.export import export
-    from distributed_ac.train import train
+    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.commands.export import export
+    from distributed_ac.training.trainer import train
 
     cfg = Config(serial=True, num_workers=1, normalize_obs=True, envs_per_worker=4,
                  rollout_length=8, hidden_sizes=(8,), total_env_steps=32 * 5, seed=3)
@@ -204,9 +203,9 @@ def test_observation_normalisation_learns_cartpole_whose_observations_are_offset
     0-3 solved in 61k-68k steps with normalize_obs and read 79-134 at 150k without."""
     import io
 
-    from distributed_ac.config import load_yaml
-    from distributed_ac.metrics import ConsoleProgress
-    from distributed_ac.train import train
+    from distributed_ac.config.schema import load_yaml
+    from distributed_ac.run.metrics import ConsoleProgress
+    from distributed_ac.training.trainer import train
 
     base = load_yaml(FAST_CONFIG)
     results = {}

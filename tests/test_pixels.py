@@ -10,19 +10,19 @@ import signal
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from distributed_ac import cli
-from distributed_ac.batch import Batch
-from distributed_ac.config import Config, ConfigError, torso_for
-from distributed_ac.envs import EnvSpace, probe_space
-from distributed_ac.learner import Learner
-from distributed_ac.metrics import ConsoleProgress
-from distributed_ac.networks import path_variables
-from distributed_ac.numpy_cnn import bundle_size, max_pool_3x3_s2_same
-from distributed_ac.policy import Policy
-from distributed_ac.rollout import RolloutWorker
-from distributed_ac.train import train
 from checkpoints import checkpoint_tensors, once_and_resumed
+
+from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.commands import main as cli
+from distributed_ac.config.schema import Config, ConfigError, torso_for
+from distributed_ac.core.batch import Batch
+from distributed_ac.envs.vector import EnvSpace, probe_space
+from distributed_ac.learning.learner import Learner
+from distributed_ac.learning.networks import path_variables
+from distributed_ac.models.cnn import bundle_size, max_pool_3x3_s2_same
+from distributed_ac.run.metrics import ConsoleProgress
+from distributed_ac.training.trainer import train
 
 PIXELS = "fakes:PixelChase"
 
@@ -48,7 +48,7 @@ def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
 
 @pytest.mark.parametrize("torso", ["nature", "impala"])
 def test_bfloat16_cnn_computes_in_bfloat16_keeps_float32_state_and_trains(torso):
-    from distributed_ac.bench import synthetic_batch
+    from distributed_ac.bench.phases import synthetic_batch
 
     space = image_space((36, 36, 2))
     learner = Learner(Config(torso=torso, topology="shared", cnn_precision="bfloat16",
@@ -97,7 +97,7 @@ def test_shared_cnn_trunk_is_the_same_variables_in_actor_and_critic(torso):
 @pytest.mark.parametrize("topology", ["separate", "shared"])
 @pytest.mark.parametrize("torso", ["nature", "impala"])
 def test_a_checkpoint_holds_every_variable_of_the_cnns(torso, topology, tmp_path):
-    from distributed_ac.checkpoint import _model_objects
+    from distributed_ac.run.checkpoint import _model_objects
 
     nets = Learner(Config(torso=torso, topology=topology), image_space((36, 36, 1))).nets
     path = tf.train.Checkpoint(**_model_objects(nets)).save(str(tmp_path / "ckpt"))
@@ -231,7 +231,7 @@ def test_an_impala_run_stopped_by_a_signal_resumes_bit_for_bit_on_auto_schedules
 
 
 def test_evaluate_and_export_load_the_trained_cnns(cnn_runs):
-    from distributed_ac.evaluate import load_trained
+    from distributed_ac.commands.evaluate import load_trained
 
     _, space, learner, _ = load_trained(cnn_runs[0] / "once")
     trained, fresh = learner.weights(), Learner(Config(**BASE), space).weights()
@@ -245,15 +245,15 @@ def test_evaluate_and_export_load_the_trained_cnns(cnn_runs):
 
 
 def test_evaluate_runs_a_pixel_policy(cnn_runs):
-    from distributed_ac.evaluate import evaluate
+    from distributed_ac.commands.evaluate import evaluate
 
     report = evaluate(cnn_runs[0] / "once", episodes=3)
     assert report["episodes"] == 3 and all(0.0 <= r <= 1.0 for r in report["returns"])
 
 
 def test_export_takes_uint8_images_and_matches_the_numpy_policy(cnn_runs, tmp_path):
-    from distributed_ac.evaluate import load_trained
-    from distributed_ac.export import export
+    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.commands.export import export
 
     run_dir = cnn_runs[0] / "once"
     info = export(run_dir, tmp_path / "model")

@@ -3,10 +3,15 @@
 import pytest
 import yaml
 
-from distributed_ac import presets
-from distributed_ac.config import Config, ConfigError, load_yaml
-from distributed_ac.plan import (auto_workers, learner_tf_threads, make_plan, minibatch_count,
-                                 split_envs)
+from distributed_ac.config import presets
+from distributed_ac.config.plan import (
+    auto_workers,
+    learner_tf_threads,
+    make_plan,
+    minibatch_count,
+    split_envs,
+)
+from distributed_ac.config.schema import Config, ConfigError, load_yaml
 
 SHIPPED = sorted(p for p in presets.DIR.glob("*.yaml"))
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac import bench, distributions
-from distributed_ac.config import Config
-from distributed_ac.envs import probe_space
-from distributed_ac.learner import Learner
-from distributed_ac.policy import Policy
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.bench import phases
+from distributed_ac.config.schema import Config
+from distributed_ac.envs.vector import probe_space
+from distributed_ac.learning import distributions
+from distributed_ac.learning.learner import Learner
 
 
 def _actor_out(learner, x):
@@ -57,10 +58,10 @@ def test_worker_log_prob_equals_learner_log_prob(env):
 
 WORKER_PROBE = """
 import json, sys
-from distributed_ac.config import Config
-from distributed_ac.envs import probe_space
-from distributed_ac.rollout import RolloutWorker
-from distributed_ac.batch import Weights
+from distributed_ac.config.schema import Config
+from distributed_ac.envs.vector import probe_space
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.core.batch import Weights
 import numpy as np
 
 def rss_mb():  # current resident set (ru_maxrss would inherit the parent's peak across exec)
@@ -92,8 +93,12 @@ def test_rollout_worker_imports_no_tensorflow_and_stays_under_200mb():
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "selu"])
 def test_results_stay_valid_when_later_calls_reuse_the_policys_buffers(activation):
-    from distributed_ac.bench import random_weights
-    from distributed_ac.policy import NUMPY_ACTIVATIONS, activation_fn, mlp_forward
+    from distributed_ac.acting.policy import (
+        NUMPY_ACTIVATIONS,
+        activation_fn,
+        mlp_forward,
+    )
+    from distributed_ac.bench.phases import random_weights
 
     cfg = Config(activation=activation)
     space = probe_space("CartPole-v1")
@@ -116,11 +121,11 @@ TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden
 
 
 def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
-    from distributed_ac import policy as policy_mod
+    from distributed_ac.acting import policy as policy_mod
 
     worker = RolloutWorker(TINY, limit_cpus=False)
     pol = policy_mod.Policy(worker.space, "tanh")
-    pol.load(bench.random_weights(TINY, worker.space))
+    pol.load(phases.random_weights(TINY, worker.space))
     obs = np.random.default_rng(0).standard_normal((3 * policy_mod.VALUE_BLOCK + 7, 4)).astype(np.float32)
     whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
     np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from distributed_ac.processes import run_in_child
+from distributed_ac.core.processes import run_in_child
 
 DEADLINE_S = 60.0
 
@@ -41,7 +41,7 @@ def _wait_for(condition, what: str) -> None:
 def _bench_with_a_child():
     """`dac bench` measuring the learner, which runs in a child process; returns the
     command's process once that child exists, and the child."""
-    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac.cli", "bench", "--phases",
+    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac", "bench", "--phases",
                              "learner", "--sweep-workers", "1", "--rollout-length", "4",
                              "--hidden-sizes", "8", "--repeats", "50", "--min-time", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

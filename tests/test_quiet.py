@@ -17,7 +17,7 @@ def run(code: str) -> subprocess.CompletedProcess:
 
 def test_tensorflow_loads_and_lists_devices_without_a_line_on_stderr():
     out = run("""
-        from distributed_ac.quiet import load_tensorflow
+        from distributed_ac.learning.tf_runtime import load_tensorflow
         tf = load_tensorflow()
         print(tf.__version__, len(tf.config.list_physical_devices("CPU")))
     """)
@@ -34,7 +34,7 @@ def test_without_it_tensorflow_prints_its_start_up_lines():
 def test_a_line_that_is_not_a_known_start_up_line_is_written_back_in_order():
     out = run("""
         import os, sys
-        from distributed_ac.quiet import quiet_startup_lines
+        from distributed_ac.learning.tf_runtime import quiet_startup_lines
         with quiet_startup_lines():
             os.write(2, b"first real line\\n")
             os.write(2, b"I0000 00:00:1.2    42 port.cc:153] oneDNN custom operations are on. x\\n")
@@ -47,8 +47,8 @@ def test_a_line_that_is_not_a_known_start_up_line_is_written_back_in_order():
 @pytest.mark.skipif(bool(__import__("glob").glob("/dev/nvidia[0-9]*")), reason="has a GPU")
 def test_a_worker_policy_with_a_keras_only_activation_prints_only_our_warning():
     out = run("""
-        from distributed_ac.envs import probe_space
-        from distributed_ac.policy import Policy
+        from distributed_ac.envs.vector import probe_space
+        from distributed_ac.acting.policy import Policy
         p = Policy(probe_space("CartPole-v1", "auto"), "gelu")
         print(p.uses_tensorflow)
     """)

@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-
-from distributed_ac import cli
-from distributed_ac.config import Config
-from distributed_ac.metrics import ConsoleProgress, read_rows
-from distributed_ac.train import train
 from checkpoints import checkpoint_tensors, once_and_resumed
+
+from distributed_ac.commands import main as cli
+from distributed_ac.config.schema import Config
+from distributed_ac.run.metrics import ConsoleProgress, read_rows
+from distributed_ac.training.trainer import train
 
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 # checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes

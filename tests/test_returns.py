@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.returns import gae, truncated_importance_weights, vtrace
+from distributed_ac.learning.advantages import gae, truncated_importance_weights, vtrace
 
 ATOL = 1e-5
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config
-from distributed_ac.envs import EnvSpace
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.envs.vector import EnvSpace
 
 
 def zero_weights(space: EnvSpace, hidden=(4,)) -> Weights:

@@ -9,10 +9,10 @@ import pickletools
 
 import pytest
 
-from distributed_ac import rundir
-from distributed_ac.config import Config
-from distributed_ac.metrics import ConsoleProgress
-from distributed_ac.train import train
+from distributed_ac.config.schema import Config
+from distributed_ac.run import rundir
+from distributed_ac.run.metrics import ConsoleProgress
+from distributed_ac.training.trainer import train
 
 SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
 
@@ -73,7 +73,7 @@ def test_default_run_directories_never_collide(tmp_path):
 
 
 def test_a_run_that_fails_to_start_leaves_no_run_directory(tmp_path, capsys):
-    from distributed_ac import cli
+    from distributed_ac.commands import main as cli
 
     run_dir = tmp_path / "run"
     assert cli.main(["train", "--env", "NoSuchEnv-v9", "--run-dir", str(run_dir)]) == 2

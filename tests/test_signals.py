@@ -14,15 +14,15 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from distributed_ac import rundir
-from distributed_ac.config import Config
-from distributed_ac.metrics import ConsoleProgress
-from distributed_ac.train import StopSignals, train
-
-import ray  # noqa: E402,F401  Ray puts its bundled psutil on sys.path
 import psutil  # noqa: E402
+import pytest
+import ray  # noqa: E402,F401  Ray puts its bundled psutil on sys.path
+
+from distributed_ac.config.schema import Config
+from distributed_ac.run import rundir
+from distributed_ac.run.metrics import ConsoleProgress
+from distributed_ac.training.signals import StopSignals
+from distributed_ac.training.trainer import train
 
 EXIT_LIMIT_S = 120  # for a stopped run (or its Ray processes) to be gone: generous, not a target
 
@@ -96,7 +96,7 @@ def communicate_or_kill(proc, timeout=EXIT_LIMIT_S):
 def test_sigterm_to_dac_train_checkpoints_shuts_ray_down_and_exits(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed_ac.cli", "train", "--run-dir", str(run_dir),
+        [sys.executable, "-m", "distributed_ac", "train", "--run-dir", str(run_dir),
          "--num-workers", "1", "--envs-per-worker", "4", "--rollout-length", "8",
          "--hidden-sizes", "16", "--total-env-steps", "100000000", "--log-every-s", "0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -111,7 +111,7 @@ def test_sigterm_to_dac_train_checkpoints_shuts_ray_down_and_exits(tmp_path):
     assert summary["stopped_by"] == "SIGTERM" and summary["updates"] >= 1
 
     # the checkpoint it wrote on the way out loads, at the update it stopped on
-    from distributed_ac.evaluate import load_trained
+    from distributed_ac.commands.evaluate import load_trained
 
     _, _, _, path = load_trained(run_dir)
     assert path.endswith(f"ckpt-{summary['updates']}")
@@ -155,9 +155,9 @@ def test_a_signal_during_start_up_is_acted_on_between_steps_not_inside_them():
     """Start-up's Ctrl-C is a flag checked between steps: raised inside whatever the main
     thread ran, it once landed inside an import and left the import lock held, and the
     learner thread importing TensorFlow waited forever (1 run in ~10 hung)."""
-    from distributed_ac.envs import probe_space
-    from distributed_ac.errors import Interrupted
-    from distributed_ac.startup import start_pool_and_learner
+    from distributed_ac.core.errors import Interrupted
+    from distributed_ac.envs.vector import probe_space
+    from distributed_ac.training.startup import start_pool_and_learner
 
     cfg = Config(serial=True, num_workers=1, envs_per_worker=2, rollout_length=4,
                  hidden_sizes=(8,))
@@ -173,9 +173,9 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130_and_leaves_no_ray_behind(tm
     """Ctrl-C while Ray starts and TensorFlow loads on the learner thread: one line, exit
     130, no traceback, no hang (see the test above for what used to go wrong)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed_ac.cli", "train", "--run-dir", str(tmp_path / "run"),
-         "--total-env-steps", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        [sys.executable, "-m", "distributed_ac", "train", "--run-dir", str(tmp_path / "run"),
+         "--num-workers", "1", "--total-env-steps", "100000000"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     children = []
     while time.monotonic() < deadline and proc.poll() is None:  # wait until Ray is starting

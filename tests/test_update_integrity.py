@@ -4,10 +4,10 @@ carry, however many optimizer steps the update takes."""
 import numpy as np
 import tensorflow as tf
 
-from distributed_ac import epochs
-from distributed_ac.config import Config
-from distributed_ac.learner import Learner
-from distributed_ac.rollout import RolloutWorker
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.schema import Config
+from distributed_ac.learning import clipped
+from distributed_ac.learning.learner import Learner
 
 
 def everything(learner) -> list[np.ndarray]:
@@ -28,15 +28,15 @@ def test_a_clipped_update_whose_third_minibatch_is_not_finite_moves_nothing(monk
     learner = Learner(cfg, worker.space)
     calls = tf.Variable(0)
     poison = tf.Variable(False)
-    real_step = epochs._minibatch_step
+    real_step = clipped._minibatch_step
 
     def third_fails(*args):
         calls.assign_add(1)
-        nan = (tf.fill([len(epochs.METRICS)], np.nan), tf.constant(False))
+        nan = (tf.fill([len(clipped.METRICS)], np.nan), tf.constant(False))
         return tf.cond(tf.logical_and(poison, tf.equal(calls % 16, 3)), lambda: nan,
                        lambda: real_step(*args))
 
-    monkeypatch.setattr(epochs, "_minibatch_step", third_fails)
+    monkeypatch.setattr(clipped, "_minibatch_step", third_fails)
     learner.step(worker.collect(learner.weights()))
     before, version = everything(learner), learner.policy_version
     batch = worker.collect(learner.weights())

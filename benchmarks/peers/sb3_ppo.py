@@ -249,8 +249,8 @@ def make_callback(budget: int, t0: float, curve_path: str | None):
 
 
 def _versions() -> dict:
-    from importlib import metadata
     import platform
+    from importlib import metadata
 
     out = {"python": platform.python_version()}
     for dist in ("stable-baselines3", "torch", "gymnasium", "numpy", "mujoco", "box2d"):
@@ -290,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import gymnasium as gym
-        import torch
         import stable_baselines3  # noqa: F401
+        import torch
     except ImportError as e:
         print(f"sb3_ppo.py: {e} (install benchmarks/peers/requirements.txt in a separate venv)",
               file=sys.stderr)

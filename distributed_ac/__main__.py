@@ -1,0 +1,7 @@
+"""`python -m distributed_ac ...` runs the `dac` command."""
+
+import sys
+
+from distributed_ac.commands.main import main
+
+sys.exit(main())

@@ -1,0 +1,229 @@
+"""RolloutWorker: a vector env plus a policy copy; `collect()` returns one whole Batch.
+
+A plain class: serial mode calls it directly, distributed.py wraps it in ray.remote.
+It imports neither TensorFlow nor Ray, so a worker process stays small.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from distributed_ac.acting.policy import Policy
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.core.errors import EnvStepError, NonFiniteError
+from distributed_ac.core.normalization import moments
+from distributed_ac.envs import atari
+from distributed_ac.envs.vector import (
+    resolve_env_id,
+    space_of,
+    sub_env_of,
+    vector_env_for,
+)
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def limit_threads(cpus: float) -> None:
+    """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe.
+
+    Done here, in the worker, rather than through a Ray runtime_env: an actor with its own
+    runtime_env waits ~1 s for Ray's runtime-env agent to prepare its process. The
+    variables still reach TensorFlow, which reads them when it first runs (a worker
+    imports it only for an activation NumPy lacks), and any subprocess.
+    """
+    n = max(1, int(cpus))
+    os.environ.update({name: str(n) for name in THREAD_VARS})
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n)
+    except ImportError:  # BLAS pools already started keep their size; new ones follow the vars
+        pass
+
+
+def resident_mb() -> float:
+    """This process's current resident memory (Linux /proc; NaN elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+class RolloutWorker:
+    def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True,
+                 num_envs: int | None = None):
+        """`num_envs`: the sub-envs this worker steps (the run plan's share; default
+        envs_per_worker, else num_envs)."""
+        if limit_cpus:
+            limit_threads(cfg.worker_cpus)
+        self.cfg = cfg
+        self.worker_id = worker_id
+        self.num_envs = num_envs or cfg.envs_per_worker or cfg.num_envs
+        self.envs = vector_env_for(cfg, self.num_envs)
+        # ALE envs learn from lives and clipped rewards but report whole games' raw
+        # scores in info; every other env's episodes are this worker's own sums.
+        self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
+        self.space = space_of(self.envs, cfg.env)
+        self.policy = Policy(self.space, cfg.activation)
+        # Distinct, reproducible streams per worker: env seeds and action sampling.
+        seed = cfg.seed + 10_007 * worker_id
+        self.rng = np.random.default_rng(seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self._obs = self._as_obs(obs)
+        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
+        self._ep_return = np.zeros(self.num_envs, np.float64)
+        self._ep_length = np.zeros(self.num_envs, np.int64)
+        # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
+        self._disc_return = np.zeros(self.num_envs, np.float64) if cfg.normalize_reward else None
+        self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
+        self._handed_in: float | None = None  # when the previous collect() returned
+
+    def _as_obs(self, obs) -> np.ndarray:
+        return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
+
+    def info(self) -> dict:
+        """Where this worker runs and what it uses (the driver logs it)."""
+        return {"worker_id": self.worker_id, "pid": os.getpid(), "rss_mb": resident_mb(),
+                "uses_tensorflow": self.policy.uses_tensorflow}
+
+    def load(self, weights: Weights) -> int:
+        """Take a bundle now without collecting (the broadcast benchmark); returns its version."""
+        self.policy.load(weights)
+        return self.policy.weights.version
+
+    def reseed(self, seed: int) -> None:
+        """Restart every sub-env and the sampling stream from `seed` (a resume in Ray
+        mode: the envs of the interrupted run are gone); episodes under way are dropped."""
+        self.rng = np.random.default_rng(seed)
+        obs, _ = self.envs.reset(seed=seed)
+        self._obs = self._as_obs(obs)
+        self._after_done[:] = False
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        if self._disc_return is not None:
+            self._disc_return[:] = 0.0
+
+    def empty_actions(self) -> np.ndarray:
+        """A [0, N, ...] array of the stored-action dtype (no step taken yet)."""
+        a = self.space.num_actions
+        return (np.zeros((0, self.num_envs), np.int32) if self.space.discrete
+                else np.zeros((0, self.num_envs, a), np.float32))
+
+    def replay(self, actions: np.ndarray) -> None:
+        """Re-step the envs through stored actions [S, N, ...] (pool.SerialPool: resume)."""
+        for stored in actions:
+            self._advance(self.policy.env_action(stored))
+
+    def _advance(self, env_action):
+        """One vector step with its bookkeeping (episode sums, reset flags, next obs).
+
+        Returns (reward, terminated, truncated, real, ended): `real` is False on the
+        NEXT_STEP reset steps, `ended` is (returns, lengths) of episodes that just ended."""
+        try:
+            next_obs, r, te, tr, infos = self.envs.step(env_action)
+        except Exception as e:  # any env bug: report where, let the driver rebuild us
+            raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
+                               f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
+        real = ~self._after_done
+        self._ep_return += np.where(real, r, 0.0)
+        self._ep_length += real
+        done = np.logical_or(te, tr) & real
+        if self._disc_return is not None:
+            self._disc_return = self._disc_return * self.cfg.gamma + np.where(real, r, 0.0)
+            self._disc_sample = self._disc_return[real]  # a fresh array (fancy indexing)
+            self._disc_return[done] = 0.0
+        ended = atari.games_ended(infos) if self._games else self._episodes_ended(done)
+        self._after_done = np.logical_or(te, tr)
+        self._obs = self._as_obs(next_obs)
+        return r, te, tr, real, ended
+
+    def _episodes_ended(self, done: np.ndarray):
+        """(returns, lengths) of this step's ended episodes from this worker's sums, or None."""
+        if not done.any():
+            return None
+        ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
+        self._ep_return[done] = 0.0
+        self._ep_length[done] = 0
+        return ended
+
+    def collect(self, weights: Weights | None = None) -> Batch:
+        """Step every sub-env `rollout_length` times with the newest weights."""
+        idle_s = time.monotonic() - self._handed_in if self._handed_in is not None else 0.0
+        if weights is not None:
+            self.policy.load(weights)
+        if self.policy.weights is None:
+            raise RuntimeError("RolloutWorker.collect called before any Weights were given")
+        T, N = self.cfg.rollout_length, self.num_envs
+        obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
+        returns, lengths, disc = [], [], []
+        for _ in range(T):
+            obs.append(self._obs)
+            stored, env_action, lp = self.policy.act(self._obs, self.rng)
+            r, te, tr, real, ended = self._advance(env_action)
+            actions.append(stored)
+            logp.append(lp)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            mask.append(real)
+            if self._disc_return is not None:
+                disc.append(self._disc_sample)
+            if ended is not None:
+                returns.append(ended[0])
+                lengths.append(ended[1])
+        obs_arr = np.stack(obs)
+        values = self.policy.value(
+            np.concatenate([obs_arr.reshape(T * N, *self.space.obs_shape), self._obs])
+        ).reshape(T + 1, N)
+        w = self.policy.weights
+        f32 = np.float32
+        nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
+        self._handed_in = time.monotonic()
+        return Batch(
+            obs=obs_arr,
+            actions=np.stack(actions),
+            rewards=np.stack(rew).astype(f32),
+            terminated=np.stack(term).astype(f32),
+            truncated=np.stack(trunc).astype(f32),
+            mask=np.stack(mask).astype(f32),
+            behaviour_logp=np.stack(logp),
+            values=values.astype(f32),
+            policy_version=w.version,
+            target_version=w.target_version,
+            worker_id=self.worker_id,
+            episode_returns=np.concatenate(returns) if returns else np.zeros(0),
+            episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            nonfinite=nonfinite,
+            idle_s=idle_s,
+            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3),
+        )
+
+    def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:
+        """'' if all finite; else a message (or NonFiniteError when on_nonfinite = stop)."""
+        final = self._obs[None]  # the bootstrap observation after the last step
+        checks = (("observation", obs, 0), ("reward", rewards[..., None], 0),
+                  ("observation", final, len(obs)))
+        if not np.issubdtype(obs.dtype, np.floating):  # bytes are always finite
+            checks = checks[1:2]
+        for what, arr, offset in checks:
+            bad = ~np.isfinite(arr).reshape(arr.shape[0], arr.shape[1], -1).all(axis=-1)
+            if bad.any():
+                t, n = np.argwhere(bad)[0]
+                msg = (f"non-finite {what} from env '{self.cfg.env}' in worker {self.worker_id}, "
+                       f"sub-env {n}, step {t + offset} of a batch made by policy version {version}")
+                if self.cfg.on_nonfinite == "stop":
+                    raise NonFiniteError(msg)
+                return msg
+        return ""
+
+    def close(self) -> None:
+        self.envs.close()

@@ -1,0 +1,1 @@
+"""`dac bench`'s measurements: phases, their JSON records, tables and plots."""

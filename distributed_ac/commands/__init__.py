@@ -1,0 +1,1 @@
+"""One module per `dac` subcommand; `main` dispatches to them."""

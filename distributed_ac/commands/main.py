@@ -1,0 +1,244 @@
+"""`dac`: the command line. Each subcommand is a small function; flags come from tyro.
+
+Exit codes: 0 success, 2 bad input (config, env, flags, run directory, checkpoint),
+1 anything unexpected, 128 + N when `dac train` was stopped by signal N (130 for Ctrl-C,
+143 for SIGTERM) after writing its checkpoint, and 130 for Ctrl-C during start-up. Bad
+input is reported as one line on stderr, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+# Quiet TensorFlow's C++ start-up chatter before anything imports it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tyro  # noqa: E402
+
+from distributed_ac.commands.flags import check_writable, parse_flags  # noqa: E402
+from distributed_ac.config import presets  # noqa: E402
+from distributed_ac.config.schema import Config, load_yaml  # noqa: E402
+from distributed_ac.core.errors import BadInput, Interrupted, RunStopped, UsageError  # noqa: E402
+from distributed_ac.run.rundir import open_run, saved_config  # noqa: E402
+from distributed_ac.training.startup import shutdown_ray  # noqa: E402
+
+USAGE = """usage: dac COMMAND [OPTIONS]
+
+commands:
+  train     train an agent (dac train --help lists every config field)
+  evaluate  run a trained policy on fresh seeds: mean, std, min, max return
+  export    write a trained policy as a standalone TensorFlow SavedModel
+  plot      draw return against env steps and wall time for one or more runs
+  bench     measure env, worker, learner, broadcast and end-to-end throughput
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    cfg: Annotated[Config, tyro.conf.arg(name="")]
+    config: Optional[Path] = None
+    """YAML file of config fields; command-line flags override it."""
+    address: Optional[str] = None
+    """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
+    dashboard: bool = False
+    """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
+    run_dir: Optional[Path] = None
+    """Run directory to write (config, checkpoints, TensorBoard events, metrics.jsonl); default runs/<env>-<time>."""
+    resume: Optional[Path] = None
+    """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
+    overwrite: bool = False
+    """Replace the run already in --run-dir instead of refusing."""
+    no_preset: bool = False
+    """Start from the package base (the Config field defaults), not from the settings shipped for --env or, for an env without a file, presets/default.yaml (distributed_ac/presets/)."""
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag:
+            if i + 1 >= len(argv):
+                raise UsageError(f"{flag} needs a value")
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def train_preset(argv: list[str]) -> Path | None:
+    """The preset a new run starts from: the one shipped for its env (--env, else
+    --config's env, else the default env), or the default preset for an env without
+    one; None with --no-preset or --resume."""
+    if _flag_value(argv, "--resume") or "--no-preset" in argv:
+        return None
+    path = _flag_value(argv, "--config")
+    env = _flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
+    return presets.for_env(env)
+
+
+def parse_train_args(argv: list[str]) -> TrainArgs:
+    """Defaults (or, with --resume, the run's saved config), then the env's preset, then
+    --config's YAML, then flags."""
+    resume = _flag_value(argv, "--resume")
+    base = saved_config(open_run(resume)) if resume else Config()
+    preset = train_preset(argv)
+    if preset:
+        base = load_yaml(preset, base)
+    path = _flag_value(argv, "--config")
+    if path:
+        base = load_yaml(path, base)
+    args = parse_flags(TrainArgs, argv, default=TrainArgs(cfg=base), prog="dac train",
+                       description="Train an actor-critic agent on Ray rollout workers.")
+    if args.resume and (args.run_dir or args.overwrite):
+        raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
+    return args
+
+
+def preset_note(argv: list[str], env: str) -> str | None:
+    """The line that names the preset a new run started from (None: it started from none)."""
+    preset = train_preset(argv)
+    if preset is None:
+        return None
+    where = preset.relative_to(presets.DIR.parent.parent)
+    what = (f"tuned settings for {env} from {where}" if preset.stem not in presets.FALLBACKS
+            else f"{env} has no preset of its own: settings from {where}, the defaults for "
+                 "such envs")
+    return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
+
+
+def cmd_train(argv: list[str]) -> int:
+    args = parse_train_args(argv)
+    from distributed_ac.training.trainer import (
+        train,  # heavy imports only once the flags are good
+    )
+
+    summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
+                    run_dir=args.resume or args.run_dir, resume=args.resume is not None,
+                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env))
+    # Ray first: its driver-side log forwarding may still print a worker's last words
+    # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
+    shutdown_ray()
+    print(json.dumps(summary), flush=True)
+    if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
+        return 128 + signal.Signals[summary["stopped_by"]].value
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory written by dac train (its newest checkpoint is evaluated)."""
+    episodes: int = 100
+    """Episodes to run, one after another, each from its own fresh seed."""
+    deterministic: bool = False
+    """Act with the most likely action (argmax / tanh of the Gaussian mean) instead of sampling."""
+    video: Optional[Path] = None
+    """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo; needs the video extra)."""
+    seed: Optional[int] = None
+    """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
+
+
+def cmd_evaluate(argv: list[str]) -> int:
+    args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
+                       description="Run a trained policy on fresh seeds; print its returns.")
+    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    from distributed_ac.commands.evaluate import evaluate
+
+    result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed)
+    print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
+          f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportArgs:
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory written by dac train (its newest checkpoint is exported)."""
+    out: Path
+    """Directory for the SavedModel (new or empty, or a previous export to replace)."""
+
+
+def cmd_export(argv: list[str]) -> int:
+    args = parse_flags(ExportArgs, argv, prog="dac export",
+                       description="Write a trained policy as a standalone TensorFlow SavedModel.")
+    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    check_writable(args.out / "saved_model.pb", "--out")
+    from distributed_ac.learning.tf_runtime import load_tensorflow
+
+    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    from distributed_ac.commands.export import export
+
+    print(json.dumps(export(args.run_dir, args.out)), flush=True)
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotArgs:
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """One or more run directories; several are drawn on one figure for comparison."""
+    out: Path = Path("curve.png")
+    """Image to write; the format follows the suffix (png, svg, pdf)."""
+
+
+def cmd_plot(argv: list[str]) -> int:
+    args = parse_flags(PlotArgs, argv, prog="dac plot",
+                       description="Draw return against env steps and against wall time.")
+    if not args.run_dirs:
+        raise UsageError("dac plot needs at least one run directory")
+    if args.out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--out {args.out}: the image must end in .png, .svg or .pdf")
+    check_writable(args.out, "--out")
+    from distributed_ac.commands.plot import plot
+
+    print(json.dumps(plot(list(args.run_dirs), args.out)), flush=True)
+    return 0
+
+
+def cmd_bench(argv: list[str]) -> int:
+    from distributed_ac.commands.bench import (
+        main as bench_main,  # TF/Ray load only if a phase needs them
+    )
+
+    return bench_main(argv)
+
+
+COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export,
+            "plot": cmd_plot, "bench": cmd_bench}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if argv else 2
+    command = COMMANDS.get(argv[0])
+    try:
+        if command is None:
+            raise UsageError(f"unknown command '{argv[0]}' (commands: {', '.join(COMMANDS)})")
+        return command(argv[1:])
+    except BadInput as e:  # ConfigError, EnvError, RunDirError, ClusterError, DeviceError, ...
+        print(f"dac: error: {e}", file=sys.stderr)
+        return 2
+    except RunStopped as e:  # the run could not go on; its last checkpoint stays usable
+        print(f"dac: run stopped: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a file the OS refused mid-way (disk full, permissions changed)
+        print(f"dac: error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:  # a stop signal while `dac train` started up
+        print("dac: interrupted", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:  # Ctrl-C in any other command, or before train's handlers
+        print("dac: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    finally:
+        shutdown_ray()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""The one typed configuration: a frozen dataclass, a docstring per field.
+
+`Config` is what a run *is*: it is written to the run directory as YAML and read back
+on resume. Values come from the defaults below, then a YAML file, then command-line
+flags (tyro builds those from the field docstrings). Cross-field checks run in
+`__post_init__`, so an invalid Config cannot exist: every mistake is a `ConfigError`
+with one line saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+
+from distributed_ac.core.errors import BadInput
+
+
+class ConfigError(BadInput, ValueError):
+    """A configuration value or file is invalid; the message is one line for the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    # --- environment -------------------------------------------------------------
+    env: str = "CartPole-v1"
+    """Gymnasium id (e.g. CartPole-v1) or a `module:Class` / `module:function` entry point."""
+    vectorization: Literal["auto", "vector_entry_point", "sync", "async"] = "auto"
+    """How sub-envs are stepped: auto = the env's numpy-vectorized entry point if it has one, else sync; async = one process per sub-env (spawn)."""
+    seed: int = 0
+    """Seed for environments, network initialisation and action sampling."""
+    frame_size: int = 0
+    """Image observations: resize frames to frame_size x frame_size (Gymnasium's ResizeObservation, which needs OpenCV); 0 = auto: 84 for ALE ids, the env's own size otherwise."""
+    grayscale: Optional[bool] = None
+    """Image observations: one gray channel instead of RGB (GrayscaleObservation); null = auto: true for ALE ids, false otherwise."""
+    frame_stack: int = 0
+    """Image observations: stack the newest frame_stack frames along the channels (FrameStackObservation, channels last: uint8 [H, W, C x frame_stack]); 0 = auto: 4 for ALE ids, 1 (no stack) otherwise."""
+    sticky_actions: Optional[float] = None
+    """ALE ids only: probability that the previous action is repeated on each frame (sticky actions, Machado et al. 2018); null = the id's own, 0.25 for the v5 ids."""
+
+    # --- execution ---------------------------------------------------------------
+    mode: Literal["sync", "async"] = "async"
+    """sync (A2C): one batch from every worker per update. async (IMPALA-like): update on whichever batch is ready, lag corrected."""
+    serial: bool = False
+    """Run the same classes in one process without Ray (debugging, exact reproducibility)."""
+    num_workers: int = 0
+    """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine), at most one per sub-env of num_envs."""
+    num_envs: int = 32
+    """Sub-environments whose rollouts make one learner batch (num_envs x rollout_length samples an update), split over the workers: the learning a config gets does not depend on the worker count."""
+    envs_per_worker: int = 0
+    """Sub-environments each worker steps; 0 = auto: num_envs split over the workers (at least 1 each). Set, each update gathers worker batches until it holds about num_envs x rollout_length samples."""
+    rollout_length: int = 16
+    """Steps per sub-env in one batch (T of the [T, N] batch)."""
+    worker_cpus: float = 1.0
+    """CPUs Ray reserves for each rollout worker; BLAS threads are limited to this share."""
+    total_env_steps: int = 500_000
+    """Stop after the learner has consumed this many environment steps."""
+    stop_at_return: Optional[float] = None
+    """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
+    batches_per_update: int = 0
+    """Async: worker batches gathered into one learner batch; 0 = auto, as many as make num_envs x rollout_length samples (every worker's while the workers are at most num_envs: policy lag 1). Policy lag is about workers / batches_per_update."""
+    max_policy_lag: int = 32
+    """Async: a batch made more than this many policy versions ago is dropped (and counted); V-trace corrects the lag below it."""
+    off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
+    """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
+    rho_bar: float = 1.0
+    """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
+    vtrace_pg_bootstrap: Literal["vs", "lambda"] = "vs"
+    """V-trace actor advantage: bootstrap from vs_{t+1} (the IMPALA paper), or from lambda * vs_{t+1} + (1 - lambda) * V(x_{t+1}) (rlax), which equals GAE's advantage on-policy at every lambda. vs is the default by measurement: CartPole solved in fewer steps (RESULTS.md)."""
+    c_bar: float = 1.0
+    """V-trace trace-cutting clip c-bar; at most rho_bar (the paper's assumption: with c_bar > rho_bar the traces weight a step more than its own TD error)."""
+    max_worker_restarts: int = 20
+    """Replacements of dead or failing rollout workers allowed in one run before it stops."""
+    max_env_failures: int = 3
+    """Consecutive collect() failures of one worker (env exceptions) before the run stops."""
+    on_nonfinite: Literal["stop", "drop"] = "stop"
+    """A NaN/Inf observation or reward: stop the run naming env and step, or drop the batch and count it."""
+    max_nonfinite_updates: int = 5
+    """Consecutive learner updates skipped for a non-finite loss or gradient before the run stops."""
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
+    learner_thread: bool = False
+    """Async mode on Ray: each learner step runs on its own thread while the driver waits for, screens and joins the next update's batches (IMPALA's learner thread); a worker arriving mid-step gets that step's weights when it lands, so lag is unchanged. Off by default: on 2 cores it was slower end to end in 8 of 10 measured pairs (median 5%) (benchmarks/RESULTS.md, "Learner thread"). Serial runs and sync mode always step on the driver's thread."""
+    learner_threads: int = 0
+    """TensorFlow threads of the learner (intra- and inter-op); 0 = auto: on a local Ray, the cores the rollout workers leave free (at least 1), so that the learner does not take their cores; on a cluster (--address) and in serial mode, TensorFlow's default (every core)."""
+
+    # --- networks ----------------------------------------------------------------
+    topology: Literal["separate", "shared"] = "separate"
+    """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
+    torso: Literal["auto", "mlp", "nature", "impala"] = "auto"
+    """What turns an observation into features: mlp (hidden_sizes, activation); nature = the DQN Nature CNN (conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512, ReLU; images of at least 36x36); impala = the IMPALA ResNet (16/32/32 channels, each a 3x3 conv, a 3x3/2 max-pool and two residual blocks, dense 256). auto = nature for image (rank-3, H x W x C) observations, mlp otherwise. A CNN is the shared trunk in the shared topology, and ignores hidden_sizes and activation."""
+    cnn_precision: Literal["float32", "bfloat16"] = "float32"
+    """What a CNN torso computes in on the learner. bfloat16 = Keras mixed precision: the torso's convolutions and dense layer run in bfloat16 while every variable, the optimizers' state, the heads and the losses stay float32. It pays on GPUs with bfloat16 tensor cores and on CPUs with AMX or AVX512-BF16 (the Nature CNN's forward + backward: 1.6x on this project's 2-core machine, benchmarks/RESULTS.md, "Pixels"). Workers, evaluation and exports compute in float32 from the same float32 weights; a bfloat16 learner's log-probabilities differ from the workers' by bfloat16 rounding (~1e-2), which the importance ratios absorb. MLP torsos always compute in float32."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of each MLP (of the trunk when shared)."""
+    activation: str = "tanh"
+    """Hidden activation (a Keras activation name). tanh/relu/elu/sigmoid/silu/swish/linear have a NumPy twin on the workers; others (gelu among them: exact gelu needs erf, which NumPy lacks) make workers import TensorFlow, ~500 MB each."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
+
+    # --- learning ----------------------------------------------------------------
+    policy_loss: Literal["pg", "clip"] = "pg"
+    """pg: one policy-gradient step per update (A2C in sync mode, IMPALA in async). clip: PPO's clipped surrogate over update_epochs passes of minibatches of each learner batch (APPO-style in async mode: V-trace advantages, ratio to the learner's policy before the update)."""
+    clip_ratio: float = 0.2
+    """policy_loss clip: the surrogate's ratio is clipped to [1 - clip_ratio, 1 + clip_ratio]."""
+    update_epochs: int = 4
+    """policy_loss clip: passes over each learner batch."""
+    minibatch_size: int = 64
+    """policy_loss clip: samples per minibatch (each one actor and one critic optimizer step); a learner batch of n samples is split evenly into round(n / minibatch_size) of them."""
+    normalize_obs: Optional[bool] = False
+    """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported); null = auto: on for vector observations, off for images (which the network scales by 1/255)."""
+    obs_clip: float = 10.0
+    """With normalize_obs: normalised observations are clipped to [-obs_clip, obs_clip]."""
+    normalize_reward: bool = False
+    """Divide rewards by the running standard deviation of the discounted return (VecNormalize-style), before reward_scale."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE / V-trace lambda: 0 = one-step TD, 1 = n-step to the end of the rollout (for V-trace's actor advantage see vtrace_pg_bootstrap)."""
+    reward_scale: float = 0.1
+    """Rewards are multiplied by this before returns are computed."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus in the actor loss."""
+    vf_coef: float = 0.5
+    """Shared topology: weight of the critic loss in the trunk's gradient."""
+    normalize_advantages: bool = True
+    """Normalise advantages to zero mean, unit std over the batch's real steps."""
+    actor_lr: float = 1e-3
+    """Actor optimizer (Adam) initial learning rate."""
+    actor_lr_decay_steps: int = 0
+    """Actor schedule: updates per decay period (ExponentialDecay decay_steps); 0 = auto, the run's planned updates (total_env_steps / env steps per update), so the rate falls by actor_lr_decay_rate once over the whole budget and no long run freezes."""
+    actor_lr_decay_rate: float = 0.5
+    """Actor schedule: lr multiplier per decay period (1.0 = constant)."""
+    critic_lr: float = 1e-3
+    """Critic optimizer (Adam) initial learning rate."""
+    critic_lr_decay_steps: int = 0
+    """Critic schedule: updates per decay period; 0 = auto, as for the actor."""
+    critic_lr_decay_rate: float = 0.5
+    """Critic schedule: lr multiplier per decay period (1.0 = constant)."""
+    lr_staircase: bool = False
+    """Decay both learning rates in discrete steps instead of continuously."""
+    adam_epsilon: float = 1e-5
+    """Adam epsilon for both optimizers."""
+    max_grad_norm_actor: float = 0.5
+    """Global-norm clip of the actor's gradients."""
+    max_grad_norm_critic: float = 0.5
+    """Global-norm clip of the critic's gradients."""
+    target_sync_every: int = 1
+    """Updates between V_target syncs (V_target <- V)."""
+    target_tau: float = 1.0
+    """V_target sync weight: 1.0 = exact copy (hard sync); < 1 = Polyak averaging."""
+
+    # --- reporting and checkpoints ----------------------------------------------
+    log_every_s: float = 2.0
+    """Seconds between progress lines / metric rows."""
+    checkpoint_every: int = 250
+    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM). Envs are never restarted for a checkpoint: episodes end only by the env."""
+    keep_checkpoints: int = 3
+    """How many of the newest checkpoints stay on disk."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_ranges(self)
+
+
+def _check_types(cfg: Config) -> None:
+    hints = typing.get_type_hints(Config)
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if not _matches(value, hints[f.name]):
+            raise ConfigError(
+                f"config field '{f.name}' must be {_describe(hints[f.name])}, got {value!r}"
+            )
+
+
+def _matches(value, tp) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        return isinstance(value, tuple) and all(_matches(v, inner) for v in value)
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _describe(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _check_ranges(c: Config) -> None:
+    rules = [
+        (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
+        (c.num_envs >= 1, "num_envs must be >= 1"),
+        (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
+        (c.frame_size >= 0, "frame_size must be >= 0 (0 = auto)"),
+        (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),
+        (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
+        (c.rollout_length >= 1, "rollout_length must be >= 1"),
+        (c.worker_cpus > 0, "worker_cpus must be > 0"),
+        (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
+        (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),
+        (c.batches_per_update >= 0, "batches_per_update must be >= 0 (0 = auto)"),
+        (c.learner_threads >= 0, "learner_threads must be >= 0 (0 = auto)"),
+        (c.obs_clip > 0, "obs_clip must be > 0"),
+        (c.clip_ratio > 0, "clip_ratio must be > 0"),
+        (c.update_epochs >= 1 and c.minibatch_size >= 1,
+         "update_epochs and minibatch_size must be >= 1"),
+        (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
+        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
+         "max_env_failures and max_nonfinite_updates must be >= 1"),
+        (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
+        (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
+                               "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),
+        (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
+         "hidden_sizes must list at least one positive width"),
+        (0.0 <= c.gamma <= 1.0, "gamma must be in [0, 1]"),
+        (0.0 <= c.gae_lambda <= 1.0, "gae_lambda must be in [0, 1]"),
+        (c.reward_scale > 0, "reward_scale must be > 0"),
+        (c.entropy_coef >= 0 and c.vf_coef >= 0, "entropy_coef and vf_coef must be >= 0"),
+        (c.actor_lr > 0 and c.critic_lr > 0, "actor_lr and critic_lr must be > 0"),
+        (c.actor_lr_decay_steps >= 0 and c.critic_lr_decay_steps >= 0,
+         "actor_lr_decay_steps and critic_lr_decay_steps must be >= 0 (0 = auto)"),
+        (0 < c.actor_lr_decay_rate <= 1 and 0 < c.critic_lr_decay_rate <= 1,
+         "actor_lr_decay_rate and critic_lr_decay_rate must be in (0, 1]"),
+        (c.adam_epsilon > 0, "adam_epsilon must be > 0"),
+        (c.max_grad_norm_actor > 0 and c.max_grad_norm_critic > 0,
+         "max_grad_norm_actor and max_grad_norm_critic must be > 0"),
+        (c.target_sync_every >= 1, "target_sync_every must be >= 1"),
+        (0 < c.target_tau <= 1, "target_tau must be in (0, 1]"),
+        (c.log_every_s > 0, "log_every_s must be > 0"),
+        (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
+        (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
+    envs, name = (c.envs_per_worker, "envs_per_worker") if c.envs_per_worker else (c.num_envs, "num_envs")
+    if c.total_env_steps < c.rollout_length * envs:
+        raise ConfigError(
+            f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
+            f"(rollout_length x {name} = {c.rollout_length * envs})"
+        )
+
+
+NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
+
+
+def torso_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
+    """The torso a run builds for observations of `obs_shape` (auto resolved); a torso or
+    normalize_obs that cannot work with them is a ConfigError. Checked once the env's
+    spaces are known, which a Config alone does not know."""
+    image = len(obs_shape) == 3
+    torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
+    shape = "x".join(str(d) for d in obs_shape)
+    if image and torso == "mlp":
+        raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
+                          "images (use --torso nature or impala)")
+    if not image and torso != "mlp":
+        raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
+                          f"gives {shape} vectors (use --torso mlp)")
+    if torso == "mlp" and cfg.cnn_precision != "float32":
+        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
+                          "always computes in float32 (drop --cnn-precision)")
+    if image and cfg.normalize_obs is True:
+        raise ConfigError("normalize_obs is for vector observations; image observations "
+                          "are scaled by 1/255 inside the network instead")
+    if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
+        raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
+                          f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
+    return torso
+
+
+def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
+    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved)."""
+    return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3
+
+
+FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))
+# minibatches (a count) became minibatch_size: a count made a larger learner batch take as
+# many optimizer steps as a small one
+RENAMED = {"minibatches": "minibatch_size, in samples"}
+
+
+def from_dict(values: dict, base: Config | None = None) -> Config:
+    """Config from a mapping of field -> value (YAML types), over `base` or the defaults."""
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    renamed = [f"{old} (now {new})" for old, new in RENAMED.items() if old in unknown]
+    if renamed:
+        raise ConfigError(f"config field(s) renamed: {', '.join(renamed)}")
+    if unknown:
+        raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+    hints = typing.get_type_hints(Config)
+    coerced = {k: _coerce(v, hints[k]) for k, v in values.items()}
+    return dataclasses.replace(base or Config(), **coerced)
+
+
+def _coerce(value, tp):
+    """YAML spells tuples as lists and 1e6 as a float: accept those, nothing looser."""
+    if isinstance(value, list):
+        return tuple(value)
+    wants_int = tp is int or int in typing.get_args(tp)
+    if wants_int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
+    """Read a Config from YAML with safe loading (no code runs); errors are ConfigError."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise ConfigError(f"config file {p} is not valid YAML{at}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of field: value")
+    return from_dict(data, base)
+
+
+def to_dict(cfg: Config) -> dict:
+    out = dataclasses.asdict(cfg)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def dump_yaml(cfg: Config, path: str | os.PathLike) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

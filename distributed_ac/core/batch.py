@@ -1,0 +1,119 @@
+"""The two things that travel: a Batch (worker -> learner) and Weights (learner -> workers).
+
+Both are plain dataclasses of NumPy arrays so Ray moves them without TensorFlow, and
+both carry versions so the learner can measure and bound policy lag.
+
+Shapes are time-major: T = rollout_length, N = sub-envs (summed over workers after
+`Batch.concat`). Rewards and values are float32; observations are float32 vectors, or
+images [T, N, H, W, C] that stay uint8 (4x fewer bytes to ship) until the learner's graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from distributed_ac.core.normalization import merge_all, normalize_np
+
+
+@dataclasses.dataclass
+class Batch:
+    obs: np.ndarray  # [T, N, obs_dim] float32 or [T, N, H, W, C] uint8: observation the action was taken in
+    actions: np.ndarray  # [T, N] int32 (Discrete) or [T, N, A] float32 pre-tanh sample u (Box)
+    rewards: np.ndarray  # [T, N] float32, unscaled env rewards
+    terminated: np.ndarray  # [T, N] float32 0/1: episode ended in a terminal state
+    truncated: np.ndarray  # [T, N] float32 0/1: episode cut by a time limit (bootstrap)
+    mask: np.ndarray  # [T, N] float32: 0 on NEXT_STEP reset steps (action ignored), else 1
+    behaviour_logp: np.ndarray  # [T, N] float32: log pi_behaviour(action | obs)
+    values: np.ndarray  # [T+1, N] float32: V_target(obs_t); values[t+1] is the obs step t returned
+    policy_version: int
+    target_version: int
+    worker_id: int = 0
+    episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    nonfinite: str = ""  # why this batch must not be trained on ('' = all finite)
+    # seconds the worker sat idle between handing in its previous batch and starting this
+    # one: how long the driver and learner held it back (backpressure); summed on concat
+    idle_s: float = 0.0
+    # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
+    # (normalize_reward; zeros otherwise, which the learner's merge ignores)
+    return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps this batch cost (reset steps included: the env did step)."""
+        return int(self.rewards.size)
+
+    @staticmethod
+    def concat(batches: list["Batch"], same_version: bool = True) -> "Batch":
+        """Join batches from several workers along the sub-env axis N.
+
+        Sync mode (`same_version`): all must come from the same policy and V_target
+        versions; that is what makes a sync update on-policy. Async mode joins batches
+        of different ages: each column keeps its own behaviour log-probs and V_target
+        values, which is all V-trace needs; the joined batch carries the oldest versions.
+        """
+        if len(batches) == 1:
+            return batches[0]
+        versions = {(b.policy_version, b.target_version) for b in batches}
+        if same_version and len(versions) != 1:
+            raise ValueError(f"cannot concat batches made by different versions: {versions}")
+        arrays = {
+            f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1)
+            for f in dataclasses.fields(Batch)
+            if f.name in ARRAY_FIELDS
+        }
+        return Batch(
+            **arrays,
+            policy_version=min(b.policy_version for b in batches),
+            target_version=min(b.target_version for b in batches),
+            worker_id=-1,
+            idle_s=sum(b.idle_s for b in batches),
+            episode_returns=np.concatenate([b.episode_returns for b in batches]),
+            episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
+            return_moments=merge_all([b.return_moments for b in batches]),
+        )
+
+
+ARRAY_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "mask",
+                "behaviour_logp", "values")
+
+
+@dataclasses.dataclass
+class ObsNorm:
+    """The learner's observation statistics as the policy applies them (normalize_obs)."""
+
+    mean: np.ndarray  # [obs_dim] float32
+    inv_std: np.ndarray  # [obs_dim] float32: 1 / sqrt(var + eps)
+    clip: float
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return normalize_np(obs, self.mean, self.inv_std, self.clip)
+
+
+@dataclasses.dataclass
+class Weights:
+    """A versioned bundle the learner publishes once per version.
+
+    `actor` and `v_target` are the Dense kernels and biases along each network's path from
+    observation to output ([W0, b0, W1, b1, ...]); the actor's list ends with the
+    state-independent log_std for Box actions. The shared trunk, when there is one, is the
+    first layers of both paths (V_target has its own copy of the trunk). With a CNN
+    `torso` each path begins with the torso's arrays (numpy_cnn.bundle_size of them: conv
+    kernels [kh, kw, C_in, C_out] and biases, then its dense layer; cnn.py gives the
+    order), followed by the head's kernel and bias.
+    """
+
+    version: int
+    target_version: int
+    actor: list[np.ndarray]
+    v_target: list[np.ndarray]
+    obs_norm: ObsNorm | None = None  # applied to observations before both networks
+    torso: str = "mlp"  # mlp, nature or impala: how the policy reads the arrays above
+
+    def actor_parts(self, discrete: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """The actor's dense [W0, b0, ...] and its log_std (None for Discrete actions)."""
+        if discrete:
+            return list(self.actor), None
+        return list(self.actor[:-1]), self.actor[-1]

@@ -1,0 +1,1 @@
+"""Environments: vector envs, Atari preprocessing, and the EnvSpace they describe."""

@@ -1,0 +1,219 @@
+"""Vector environments: one place that knows how Gymnasium envs are made and checked.
+
+`make_vector_env` returns a Gymnasium 1.x VectorEnv in NEXT_STEP autoreset mode (the
+step after an episode ends is a reset step whose action is ignored; rollout.py masks
+it). `EnvSpace` is the small, picklable description of the spaces that the learner and
+the policy need, so the learner never has to hold an environment.
+
+Observations: a rank-3 Box is an image, taken as (H, W, C), and keeps its dtype when it
+is uint8 (Atari frames: 84 x 84 x 4) all the way to the learner's graph, which scales it
+by 1/255; any other Box is flattened to float32 [obs_dim] for an MLP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from distributed_ac.core.errors import BadInput
+from distributed_ac.envs import atari
+
+
+class EnvError(BadInput, ValueError):
+    """The environment cannot be made or is not supported; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpace:
+    """What the networks need to know about an env's spaces."""
+
+    env_id: str
+    obs_dim: int
+    discrete: bool
+    num_actions: int  # Discrete: number of actions; Box: action dimension
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    action_start: int = 0  # Discrete(n, start) offset
+    obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
+    obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
+
+    def __post_init__(self):
+        if not self.obs_shape:
+            object.__setattr__(self, "obs_shape", (self.obs_dim,))
+
+    @property
+    def image(self) -> bool:
+        """A rank-3 (H, W, C) observation, for a CNN torso."""
+        return len(self.obs_shape) == 3
+
+    def as_batch(self, obs, n: int) -> np.ndarray:
+        """`n` observations as the policy and the learner take them: [n, *obs_shape] of
+        obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
+        return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
+
+    @property
+    def half_range(self) -> np.ndarray:
+        return (np.asarray(self.action_high, np.float32) - np.asarray(self.action_low, np.float32)) / 2
+
+
+def resolve_env_id(env: str) -> str:
+    """Return a registered Gymnasium id for `env`; a `module:attr` entry point is imported
+    and registered under its own name so make_vec treats it like any other id."""
+    if ":" not in env:
+        atari.register_ale(env)
+        if env not in gym.registry:
+            raise EnvError(f"unknown environment id '{env}': not in the Gymnasium registry "
+                           "(check the spelling, or give a module:Class entry point)")
+        return env
+    module_name, _, attr = env.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # any import-time failure of user code is reported as one line
+        raise EnvError(f"cannot import entry point module '{module_name}': {type(e).__name__}: {e}") from None
+    if not callable(getattr(module, attr, None)):
+        raise EnvError(f"entry point '{env}': module '{module_name}' has no callable '{attr}'")
+    env_id = f"dac-{module_name}.{attr}-v0"
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=env)
+    return env_id
+
+
+class _NameSubEnvErrors(gym.Wrapper):
+    """Re-raise a sub-env's exception with its index, so a failure can be located."""
+
+    def __init__(self, env: gym.Env, index: int):
+        super().__init__(env)
+        self.index = index
+
+    def step(self, action):
+        try:
+            return self.env.step(action)
+        except Exception as e:
+            e.sub_env_index = self.index  # read by sub_env_of(); the exception stays itself
+            raise
+
+
+def sub_env_of(error: BaseException) -> str:
+    """'sub-env i' when the failing sub-env is known (sync vectorization), else why not."""
+    index = getattr(error, "sub_env_index", None)
+    return f"sub-env {index}" if index is not None else "sub-env unknown (not sync-vectorized)"
+
+
+def _index_wrapper():
+    """A make_vec wrapper that numbers sub-envs in the order SyncVectorEnv creates them."""
+    counter = iter(range(1 << 30))
+    return lambda env: _NameSubEnvErrors(env, next(counter))
+
+
+def _mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str:
+    if vectorization == "auto":
+        return "vector_entry_point" if spec.vector_entry_point else "sync"
+    if vectorization == "vector_entry_point" and not spec.vector_entry_point:
+        raise EnvError(f"'{spec.id}' has no vector_entry_point; use vectorization sync or async")
+    return vectorization
+
+
+def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
+                    preprocess: atari.Preprocess | None = None) -> gym.vector.VectorEnv:
+    """A checked VectorEnv of `num_envs` sub-envs in NEXT_STEP autoreset mode, each
+    preprocessed as atari.py says (ALE ids always; other envs as `preprocess` asks)."""
+    env_id = resolve_env_id(env)
+    preprocess = preprocess or atari.Preprocess()
+    if atari.is_ale(env_id) and vectorization in ("auto", "vector_entry_point"):
+        # ale_py's C++ vector env: 1.6x the agent steps per CPU second of the same
+        # preprocessing in Gymnasium's wrappers (benchmarks/atari_env.py, README)
+        return _checked(_made(env, lambda: atari.make_ale_vector(env_id, num_envs, preprocess)), env)
+    make_kwargs, extra = _preprocessing(env_id, preprocess)
+    mode = "sync" if extra and vectorization == "auto" else _mode(vectorization, gym.spec(env_id))
+    if extra and mode == "vector_entry_point":
+        raise EnvError(f"'{env}' with image preprocessing needs vectorization sync or async")
+    vector_kwargs: dict = {}
+    if mode in ("sync", "async"):
+        vector_kwargs["autoreset_mode"] = AutoresetMode.NEXT_STEP
+    if mode == "async":
+        # fork after TensorFlow or Ray threads exist can deadlock; spawn is always safe.
+        vector_kwargs["context"] = "spawn"
+    wrappers = [*extra, _index_wrapper()] if mode == "sync" else extra or None
+    return _checked(_made(env, lambda: gym.make_vec(
+        env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs,
+        wrappers=wrappers, **make_kwargs)), env)
+
+
+def _made(env: str, make):
+    try:
+        return make()
+    except BadInput:
+        raise
+    except Exception as e:
+        raise EnvError(f"cannot make environment '{env}': {type(e).__name__}: {e}") from None
+
+
+def _checked(venv: gym.vector.VectorEnv, env: str) -> gym.vector.VectorEnv:
+    autoreset = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    if autoreset != AutoresetMode.NEXT_STEP:
+        venv.close()
+        raise EnvError(f"'{env}' resets in {autoreset} mode; only NEXT_STEP autoreset is supported")
+    space_of(venv, env)
+    return venv
+
+
+def _preprocessing(env_id: str, p: atari.Preprocess) -> tuple[dict, list]:
+    """(make kwargs, wrappers innermost first) of atari.py's preprocessing for this env."""
+    if atari.is_ale(env_id):
+        return atari.ale_make_kwargs(p), atari.ale_wrappers(p)
+    if p.sticky_actions is not None:
+        raise EnvError(f"sticky_actions applies to ALE ids only, not '{env_id}'")
+    return {}, atari.image_wrappers(p)
+
+
+def space_of(venv: gym.vector.VectorEnv, env: str) -> EnvSpace:
+    """Describe (and check) a vector env's single observation and action spaces."""
+    obs_space, act_space = venv.single_observation_space, venv.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise EnvError(f"'{env}' has observation space {obs_space}; only Box observations are supported")
+    obs_dim = int(np.prod(obs_space.shape))
+    obs = _obs_fields(obs_space)
+    if isinstance(act_space, gym.spaces.Discrete):
+        return EnvSpace(env, obs_dim, True, int(act_space.n), action_start=int(act_space.start),
+                        **obs)
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise EnvError(f"'{env}' has an unbounded Box action space; tanh squashing needs finite bounds")
+        return EnvSpace(env, obs_dim, False, int(act_space.shape[0]),
+                        tuple(low.tolist()), tuple(high.tolist()), **obs)
+    raise EnvError(f"'{env}' has action space {act_space}; only Discrete and 1-D Box are supported")
+
+
+def _obs_fields(obs_space: gym.spaces.Box) -> dict:
+    """obs_shape and obs_dtype: images (rank 3) keep their shape, and their bytes when
+    uint8 (4x less to step, ship and store than float32); everything else is a flat
+    float32 vector, as before."""
+    if len(obs_space.shape) != 3:
+        return {}
+    dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
+    return {"obs_shape": tuple(int(d) for d in obs_space.shape), "obs_dtype": dtype}
+
+
+def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
+    """make_vector_env for a Config: its env, vectorization and preprocessing."""
+    return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg))
+
+
+def space_for(cfg) -> EnvSpace:
+    """The spaces of a Config's env as its workers make it (preprocessing included)."""
+    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg))
+
+
+def probe_space(env: str, vectorization: str = "auto",
+                preprocess: atari.Preprocess | None = None) -> EnvSpace:
+    """Make a one-env vector env just long enough to read its spaces."""
+    venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
+    try:
+        return space_of(venv, env)
+    finally:
+        venv.close()

@@ -1,0 +1,2 @@
+"""The learner: TensorFlow networks, losses, advantage estimators, distributions and
+the update. Never Ray."""

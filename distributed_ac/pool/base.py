@@ -1,0 +1,55 @@
+"""The Pool the driver loop runs on, and SerialPool, its in-process implementation.
+
+train.Trainer drives any Pool through these calls and nothing else; distributed.RayPool
+is the one over Ray actors. A Pool owns W RolloutWorkers, each with at most one
+collect() in flight:
+
+    ref = pool.publish(weights)       # once per version; returns what submit() hands on
+    pool.submit(i, ref)               # worker i collects one batch with those weights
+    batches = pool.wait(B, resubmit)  # the next B whole batches, in arrival order; each
+                                      # worker that delivered gets `resubmit` at once
+    pool.reseed(seeds)                # restart every worker's envs (resume only)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from distributed_ac.config.plan import RunPlan
+from distributed_ac.core.batch import Batch, Weights
+
+WeightsRef = Any  # a Weights bundle, or a handle to one (a Ray ObjectRef)
+
+
+class Pool(Protocol):
+    plan: RunPlan
+    """The run plan the pool was built for (its workers and each one's sub-envs)."""
+    restarts: int
+    """Workers replaced after dying or failing, this session."""
+
+    def __len__(self) -> int: ...
+
+    def placement(self) -> list[dict]:
+        """Each worker's worker_id, pid, rss_mb, node_ip and node (waits for all to start)."""
+
+    def learner_node(self) -> str:
+        """Where the learner (this process) runs, for the start-up line."""
+
+    def publish(self, weights: Weights) -> WeightsRef:
+        """Make a bundle available to the workers; return what submit() hands them."""
+
+    def submit(self, worker: int, weights: WeightsRef) -> None:
+        """Start one collect() on `worker` with these weights (it has none in flight)."""
+
+    def wait(self, num: int, resubmit: WeightsRef | None = None) -> list[Batch]:
+        """The next `num` whole batches. With `resubmit`, a worker is handed it the moment
+        its batch arrives, so it samples while the others are awaited and the learner trains."""
+
+    def idle(self) -> list[int]:
+        """The workers with no collect in flight (their batch arrived without a resubmit)."""
+
+    def reseed(self, seeds: list[int]) -> None:
+        """Restart worker i's envs and sampling stream from seeds[i]."""
+
+    def close(self) -> None:
+        """Stop every worker."""

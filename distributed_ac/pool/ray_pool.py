@@ -1,0 +1,360 @@
+"""The only module that imports Ray: start-up and shutdown, remote workers, weight
+broadcast, the ray.wait loop.
+
+`RayPool` implements pool.Pool over Ray actors, so the driver loop in train.py reads the
+same in serial and Ray modes. Ray itself is imported by `load()`, not at the top: an
+embedded local Ray must be told to bind to loopback before Ray is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.core.errors import ClusterError, NonFiniteError, WorkerFailure
+
+log = logging.getLogger(__name__)
+
+ray = None  # the ray module, once load() has imported it
+
+
+def load(local: bool):
+    """Import Ray (once). `local`: this process will start an embedded Ray.
+
+    Embedded local Ray listens on loopback only. Ray reads this switch when it is
+    imported, and then binds every server (GCS, raylet, workers, agents) to 127.0.0.1,
+    as it does on a laptop; no other machine can join or reach it. A driver that joins
+    a cluster must not set it (the cluster's nodes have to reach it)."""
+    global ray
+    if ray is None:
+        if local:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        import ray as ray_module
+
+        ray = ray_module
+    return ray
+
+
+def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
+    """Start or join Ray, then the pool's workers (as many as the CPUs hold unless set)."""
+    load(local=not address)
+    start_ray(address, dashboard, num_cpus=None if address else local_num_cpus(cfg))
+    workers = cfg.num_workers or auto_workers(cfg, ray.cluster_resources().get("CPU", 1.0),
+                                              local=not address)
+    return RayPool(cfg, make_plan(cfg, workers))
+
+
+class _PlacedRolloutWorker(RolloutWorker):
+    """A RolloutWorker that can also say which Ray node it landed on."""
+
+    def info(self) -> dict:
+        # load(): this runs in the worker's process, where only Ray's unpickling of this
+        # class imported the module (Ray itself is loaded there already)
+        return {**super().info(), "node_id": load(local=False).get_runtime_context().get_node_id()}
+
+
+# By default a new Ray starts one idle worker process per CPU as soon as the driver
+# connects. The pool's actors start their own processes at once anyway, so locally the
+# spares only compete with TensorFlow's import for the CPUs: on 2 cores, one unused worker
+# (~0.7 CPU-s of imports) cost ~0.4 s of start-up (RESULTS.md). Applies to a Ray this
+# process starts; a cluster keeps the settings it was started with.
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
+
+
+def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
+    """Join a cluster at `address`, or start an embedded local Ray bound to 127.0.0.1."""
+    load(local=not address)
+    if ray.is_initialized():
+        return
+    if address:
+        join_cluster(address)
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        log.warning("RAY_ADDRESS=%s is not used: without --address, dac train starts its own "
+                    "local Ray", os.environ["RAY_ADDRESS"])
+    # "local": a new Ray even when RAY_ADDRESS is set or `ray start` runs on this machine;
+    # with no address ray.init would join either, and refuse num_cpus with a traceback.
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
+             dashboard_host="127.0.0.1", configure_logging=False, log_to_driver=True,
+             _system_config=LOCAL_SYSTEM_CONFIG)
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
+        log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
+
+
+def join_cluster(address: str) -> None:
+    """ray.init(address=...), with Ray's refusal reported in one line (train() has already
+    checked that something answers at a HOST:PORT)."""
+    try:
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+    except (ConnectionError, ValueError) as e:  # auto and no cluster here, or RAY_ADDRESS
+        # (which auto defers to) is a dashboard's http:// address; Ray's text spans lines
+        raise ClusterError(f"--address {address}: {' '.join(str(e).split())}") from None
+
+
+def local_num_cpus(cfg: Config) -> int:
+    """CPUs the embedded Ray advertises: this machine's, or as many as the workers asked for.
+
+    Ray's CPU count is for scheduling, not a limit: more workers than cores, asked for
+    explicitly, share the cores instead of waiting forever for CPUs that never come."""
+    cpus = os.cpu_count() or 1
+    need = math.ceil(cfg.num_workers * cfg.worker_cpus)
+    if need > cpus:
+        log.warning("%d workers x %g CPU need %d CPUs on this %d-CPU machine: they share its "
+                    "cores", cfg.num_workers, cfg.worker_cpus, need, cpus)
+    return max(cpus, need)
+
+
+INLINE_BYTES = 64 * 1024  # a Weights bundle up to this size rides inside each call
+
+# Ray gives every node this label, its node id (label_selector needs Ray >= 2.49).
+NODE_ID_LABEL = "ray.io/node-id"
+REPLACEMENT_WARN_S = 30.0  # a replacement not started by then gets a warning, as in placement()
+
+
+class RayPool:
+    """W remote RolloutWorkers, each with at most one collect() in flight."""
+
+    def __init__(self, cfg: Config, plan: RunPlan):
+        self.cfg, self.plan = cfg, plan
+        num_workers = plan.workers
+        # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
+        # starts in a plain worker process (~0.3 s) instead of waiting for Ray's runtime-env
+        # agent to prepare one (~1.5 s).
+        self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": "SPREAD"}
+        self._cls = ray.remote(_PlacedRolloutWorker).options(**self._options)
+        self.workers = [self._new_worker(i) for i in range(num_workers)]
+        self._in_flight: dict[ray.ObjectRef, int] = {}
+        self._published: tuple[int, int, ray.ObjectRef] | None = None
+        self.restarts = 0
+        self._env_failures = [0] * num_workers  # consecutive, per worker
+        self._started: dict[int, ray.ObjectRef] = {}  # slot -> its actor's info() (its node)
+
+    def _new_worker(self, worker: int):
+        """A new actor for slot `worker` (benchmarks/scale_sim.py puts synthetic ones here)."""
+        return self._cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def placement(self, warn_after_s: float = 30.0) -> list[dict]:
+        """Each worker's id, pid, memory and node (blocks until every worker has started).
+
+        Workers the cluster has no room for wait for it (an autoscaler may add nodes);
+        after `warn_after_s` a warning says how many wait and what they need."""
+        refs = [w.info.remote() for w in self.workers]
+        self._started.update(enumerate(refs))
+        _, waiting = ray.wait(refs, num_returns=len(refs), timeout=warn_after_s)
+        if waiting:
+            free, total = (ray.available_resources().get("CPU", 0.0),
+                           ray.cluster_resources().get("CPU", 0.0))
+            log.warning("%d of %d rollout workers not started after %.0f s: each needs %g CPU and "
+                        "the cluster has %g of %g free; waiting for room (or lower "
+                        "--num-workers / --worker-cpus)", len(waiting), len(refs), warn_after_s,
+                        self.cfg.worker_cpus, free, total)
+        infos = [self._started_info(i, ref) for i, ref in enumerate(refs)]
+        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+        return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
+
+    def _started_info(self, worker: int, ref: ray.ObjectRef) -> dict:
+        while True:  # a replacement can die while starting too; _replace bounds the tries
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayActorError:
+                self._replace(worker, "died while starting")
+                ref = self._started[worker]
+
+    def learner_node(self) -> str:
+        """Where this driver (and so the learner) runs, and whether Ray has a GPU for it."""
+        ctx = ray.get_runtime_context()
+        gpus = ray.cluster_resources().get("GPU", 0)
+        mine = ray.get_gpu_ids()
+        where = f"node {ray.util.get_node_ip_address()} ({ctx.get_node_id()[:8]})"
+        if gpus and not mine:
+            log.warning("the cluster has %d GPU(s) but none is reserved for this driver: submit "
+                        "with `ray job submit --entrypoint-num-gpus 1` to run the learner on one", gpus)
+        return where + (f", Ray GPU ids {mine}" if mine else "")
+
+    def publish(self, weights: Weights) -> ray.ObjectRef | Weights:
+        """Make a bundle available once per version; return what submit() hands a worker.
+
+        A large bundle is put in the object store once and every worker reads that copy.
+        A small one (up to INLINE_BYTES) travels inside each collect call instead (Ray
+        copies arguments under 100 KB into the call itself), at any worker count: a
+        worker handed an ObjectRef first asks the driver where the object is and then
+        reports itself as a borrower, two messages the driver serves per collect. With
+        256 synthetic workers and a 37 KB bundle the driver took 1.2-1.4x more batches
+        a second inline (benchmarks/scale_sim.py, RESULTS.md 'Scale').
+        """
+        key = (weights.version, weights.target_version)
+        if self._published is None or self._published[:2] != key:
+            size = sum(a.nbytes for a in (*weights.actor, *weights.v_target))
+            inline = size <= INLINE_BYTES
+            self._published = (*key, weights if inline else ray.put(weights))
+        return self._published[2]
+
+    def broadcast(self, weights: Weights) -> None:
+        """Publish a bundle and return once every worker has loaded it (dac bench)."""
+        ref = self.publish(weights)
+        ray.get([w.load.remote(ref) for w in self.workers])
+
+    def submit(self, worker: int, weights_ref: ray.ObjectRef | Weights) -> None:
+        self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
+
+    def wait(self, num: int, resubmit: ray.ObjectRef | Weights | None = None) -> list[Batch]:
+        """Block until `num` whole batches have arrived; replace workers that fail meanwhile.
+
+        A worker whose batch arrives is handed `resubmit` at once, before the others are
+        awaited. Each ray.wait takes every batch that is ready (not one per call): its
+        cost grows with the refs it scans, W of them, so one call per arrival would cost
+        O(W) per batch at the scale of a cluster.
+
+        A failed collect yields nothing (a batch arrives whole or not at all), so no update
+        ever sees a partial or duplicated batch; the replacement is submitted with the
+        newest weights before it samples.
+        """
+        batches: list[Batch] = []
+        while len(batches) < num:
+            refs = list(self._in_flight)
+            ready, _ = ray.wait(refs, num_returns=1)
+            if len(refs) > 1:  # whatever else is already here, without blocking
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            ready = ready[:num - len(batches)]
+            slots = [self._in_flight.pop(ref) for ref in ready]
+            for worker, batch in zip(slots, self._get_all(slots, ready)):
+                if batch is not None:
+                    batches.append(batch)
+                    if resubmit is not None:
+                        self.submit(worker, resubmit)
+        return batches
+
+    def idle(self) -> list[int]:
+        busy = set(self._in_flight.values())  # a replacement is submitted as it starts
+        return [i for i in range(len(self.workers)) if i not in busy]
+
+    def _get_all(self, slots: list[int], refs: list) -> list[Batch | None]:
+        """The ready batches in one ray.get (one call costs ~0.3 ms whatever it carries);
+        if any worker failed, each ref on its own, so a failure costs only its batch."""
+        try:
+            batches = ray.get(refs)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            return [self._take(w, ref) for w, ref in zip(slots, refs)]
+        for w in slots:
+            self._env_failures[w] = 0
+        return batches
+
+    def _take(self, worker: int, ref: ray.ObjectRef) -> Batch | None:
+        """The batch behind a ready ref, or None when its worker failed (and was replaced)."""
+        try:
+            batch = ray.get(ref)
+        except ray.exceptions.RayActorError as e:  # process killed, node lost
+            self._replace(worker, f"died ({type(e).__name__})",
+                          node_lost=isinstance(e, ray.exceptions.ActorUnavailableError))
+            return None
+        except ray.exceptions.RayTaskError as e:  # collect() raised inside the worker
+            self._on_worker_error(worker, e.cause if e.cause is not None else e)
+            return None
+        self._env_failures[worker] = 0
+        return batch
+
+    def _on_worker_error(self, worker: int, cause: BaseException) -> None:
+        if isinstance(cause, NonFiniteError):
+            raise cause
+        self._env_failures[worker] += 1
+        if self._env_failures[worker] >= self.cfg.max_env_failures:
+            raise WorkerFailure(f"worker {worker} failed {self._env_failures[worker]} times in a "
+                                f"row (max_env_failures); last error: {cause}")
+        self._replace(worker, f"raised {cause}")
+
+    def _replace(self, worker: int, why: str, node_lost: bool = False) -> None:
+        """Start a new actor in the worker's slot and give it the newest weights.
+
+        `node_lost`: the worker stopped answering, as when its node dies. Ray declares a
+        node dead only once its health checks have failed (15 s or more), and schedules
+        onto it until then; SPREAD even picks it first, emptied by the loss. The
+        replacement would wait there, never start, and die with the node, so it goes to
+        another node that has room."""
+        self.restarts += 1
+        if self.restarts > self.cfg.max_worker_restarts:
+            raise WorkerFailure(f"worker {worker} {why}; {self.restarts - 1} restarts already "
+                                f"(max_worker_restarts = {self.cfg.max_worker_restarts})")
+        avoid = self._node_of(worker) if node_lost else None
+        log.warning("worker %d %s; starting a replacement%s (restart %d)", worker, why,
+                    f" away from node {avoid[:8]}" if avoid else "", self.restarts)
+        ray.kill(self.workers[worker], no_restart=True)
+        actor = self._new_worker(worker) if avoid is None else self._new_worker_off(worker, avoid)
+        self.workers[worker] = actor
+        self._started[worker] = actor.info.remote()  # before collect: calls run in order
+        self._announce(worker, actor, self._started[worker])
+        if self._published is not None:  # it was collecting: give it the newest weights
+            self.submit(worker, self._published[2])
+
+    def _node_of(self, worker: int) -> str | None:
+        """The node the slot's actor said it started on, or None if it never said so."""
+        ref = self._started.get(worker)
+        if ref is None or not ray.wait([ref], timeout=0)[0]:
+            return None
+        try:
+            return ray.get(ref)["node_id"]
+        except ray.exceptions.RayError:
+            return None
+
+    def _new_worker_off(self, worker: int, node: str):
+        """A new actor for the slot on another node than `node` if one has room now, else
+        wherever Ray finds room (a node that was only slow to answer is not lost)."""
+        # Ray's options wrapper takes no further options: a new one, with self._cls's plus the node
+        cls = ray.remote(_PlacedRolloutWorker).options(
+            **self._options, label_selector={NODE_ID_LABEL: f"!{node}"},
+            fallback_strategy=[{"label_selector": {}}])
+        return cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
+
+    def _announce(self, worker: int, actor, info: ray.ObjectRef) -> None:
+        """Say where a replacement started once it has, without holding up the loop, or
+        warn if it has not after REPLACEMENT_WARN_S (no room for it anywhere)."""
+        started = info.future()
+        timer = threading.Timer(REPLACEMENT_WARN_S, self._warn_not_started,
+                                (worker, actor, started))
+        timer.daemon = True
+        timer.start()
+
+        def placed(done) -> None:  # on a Ray thread: no Ray calls here
+            timer.cancel()
+            if done.exception() is None:  # a replacement that died is _take's to replace
+                i = done.result()
+                log.warning("worker %d's replacement started: pid %d on node %s", worker,
+                            i["pid"], i["node_id"][:8])
+
+        started.add_done_callback(placed)
+
+    def _warn_not_started(self, worker: int, actor, started) -> None:
+        """Timer thread: the replacement has not started (and is still the slot's actor)."""
+        current = self.workers[worker] if worker < len(self.workers) else None
+        if started.done() or current is not actor or not ray.is_initialized():
+            return
+        log.warning("worker %d's replacement not started after %.0f s: it needs %g CPU and the "
+                    "cluster has %g of %g free; waiting for room", worker, REPLACEMENT_WARN_S,
+                    self.cfg.worker_cpus, ray.available_resources().get("CPU", 0.0),
+                    ray.cluster_resources().get("CPU", 0.0))
+
+    def reseed(self, seeds: list[int]) -> None:
+        """Reseed every worker (a checkpoint boundary). Not awaited: a Ray actor runs calls
+        in submission order, so this lands after any collect in flight and before the next."""
+        for w, seed in zip(self.workers, seeds):
+            w.reseed.remote(seed)
+
+    def close(self) -> None:
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        self._in_flight.clear()
+
+
+def shutdown() -> None:
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,93 @@
+"""SerialPool: the Pool over in-process RolloutWorkers, for debugging and exact resume."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distributed_ac.acting.worker import RolloutWorker
+from distributed_ac.config.plan import RunPlan
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch, Weights
+
+
+class SerialPool:
+    """The Pool over in-process RolloutWorkers: no Ray, deterministic.
+
+    Submitted work is queued and run, in submission order, when wait() asks for it. The
+    pool also keeps what makes an exact resume possible without ever restarting an env:
+    every action each worker has taken since it was built (see `replay_state`)."""
+
+    def __init__(self, cfg: Config, plan: RunPlan):
+        self.plan = plan
+        self.workers = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=n)
+                        for i, n in enumerate(plan.envs)]
+        self._queue: list[tuple[int, Weights]] = []
+        self._actions: list[list[np.ndarray]] = [[] for _ in self.workers]
+        self.restarts = 0  # in-process workers are never replaced
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def placement(self) -> list[dict]:
+        return [{**w.info(), "node_ip": "in-process", "node": "local"} for w in self.workers]
+
+    def learner_node(self) -> str:
+        return "this process"
+
+    def publish(self, weights: Weights) -> Weights:
+        return weights
+
+    def submit(self, worker: int, weights: Weights) -> None:
+        self._queue.append((worker, weights))
+
+    def wait(self, num: int, resubmit: Weights | None = None) -> list[Batch]:
+        batches = []
+        for _ in range(num):
+            worker, weights = self._queue.pop(0)
+            batch = self.workers[worker].collect(weights)
+            self._actions[worker].append(batch.actions)
+            batches.append(batch)
+            if resubmit is not None:
+                self.submit(worker, resubmit)
+        return batches
+
+    def idle(self) -> list[int]:
+        queued = {worker for worker, _ in self._queue}
+        return [i for i in range(len(self.workers)) if i not in queued]
+
+    def reseed(self, seeds: list[int]) -> None:
+        for i, (w, seed) in enumerate(zip(self.workers, seeds)):
+            w.reseed(seed)
+            self._actions[i] = []
+
+    def replay_state(self) -> dict[str, np.ndarray]:
+        """Per worker: its sampling stream's state and every action it took since built.
+
+        Envs cannot be saved in general, but every Gymnasium env is a deterministic
+        function of its seed and its actions: a fresh worker (same seed) that re-steps
+        these actions holds the very env states, episode returns and reset flags the
+        saved one had. Actions cost 4 bytes a discrete step; nothing is ever restarted."""
+        from distributed_ac.core.rng import generator_words
+
+        state = {}
+        for i, w in enumerate(self.workers):
+            if len(self._actions[i]) > 1:  # joined once: the next save adds only new steps
+                self._actions[i] = [np.concatenate(self._actions[i])]
+            acts = self._actions[i]
+            state[f"worker_{i}_actions"] = acts[0] if acts else w.empty_actions()
+            state[f"worker_{i}_rng"] = generator_words(w.rng)
+        return state
+
+    def restore_replay_state(self, state: dict[str, np.ndarray]) -> None:
+        """Bring fresh workers to the saved ones' state (the inverse of replay_state)."""
+        from distributed_ac.core.rng import set_generator_words
+
+        for i, w in enumerate(self.workers):
+            actions = state[f"worker_{i}_actions"]
+            w.replay(actions)
+            set_generator_words(w.rng, state[f"worker_{i}_rng"])
+            self._actions[i] = [actions] if len(actions) else []
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()

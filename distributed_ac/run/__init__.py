@@ -1,0 +1,1 @@
+"""A run on disk: its directory, checkpoints and metrics."""

@@ -1,0 +1,253 @@
+"""What a user watches: episode statistics, console progress, TensorBoard and JSONL rows.
+
+Progress is a live rich bar on a terminal and plain periodic lines otherwise (CI logs,
+pipes), so output stays readable in both.
+
+Every `log_every_s` the driver logs one row of `SCALARS` (names as in cleanRL, so RL
+users find them where they expect) to TensorBoard, step = env steps, and the same row
+to metrics.jsonl with `env_steps`, `updates` and `wall_s` added. Losses, gradient norms,
+learning rates and policy lag are means over the updates since the previous row; the
+episodic return and length are means over the episodes that ended since then. A value
+with nothing behind it (no episode ended yet) or that is not finite is left out of
+TensorBoard and is `null` in the JSONL row.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+
+class EpisodeStats:
+    """Finished-episode returns and lengths; the mean over the last `window` episodes."""
+
+    def __init__(self, window: int = 100):
+        self.returns: collections.deque = collections.deque(maxlen=window)
+        self.lengths: collections.deque = collections.deque(maxlen=window)
+        self.episodes = 0
+
+    def add(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+        self.episodes += len(returns)
+
+    @property
+    def full(self) -> bool:
+        return len(self.returns) == self.returns.maxlen
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def mean_length(self) -> float:
+        return float(np.mean(self.lengths)) if self.lengths else float("nan")
+
+
+class ConsoleProgress:
+    """Env steps of total, steps/s, ETA and the 100-episode mean return."""
+
+    def __init__(self, total_steps: int, every_s: float, stream=None, start: int = 0):
+        self.total, self.every_s = total_steps, every_s
+        # soft_wrap: a progress line stays one line in logs, however narrow the "terminal".
+        self.console = Console(file=stream or sys.stderr, soft_wrap=True)
+        self.live = self.console.is_terminal
+        self._last = 0.0
+        self._bar = None
+        if self.live:
+            self._bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[sps]:>9,.0f} steps/s"),
+                                 TextColumn("return {task.fields[ret]:>8.1f}"),
+                                 TimeRemainingColumn(), console=self.console)
+            # A resumed run starts the bar where it left off, so the ETA sees only new steps.
+            self._task = self._bar.add_task("train", total=total_steps, completed=min(start, total_steps),
+                                            sps=0.0, ret=float("nan"))
+            self._bar.start()
+
+    def update(self, env_steps: int, sps: float, mean_return: float, force: bool = False) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(env_steps, self.total), sps=sps, ret=mean_return)
+            return
+        now = time.monotonic()
+        if force or now - self._last >= self.every_s:
+            self._last = now
+            self.console.print(f"env_steps {env_steps:>10,d}/{self.total:,d}  "
+                               f"steps/s {sps:>9,.0f}  mean_return(100) {mean_return:8.2f}",
+                               highlight=False)
+
+    def note(self, message: str) -> None:
+        self.console.print(message, highlight=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+# charts/episodic_return is the mean of the episodes that ended since the previous row
+# (cleanRL's); charts/mean_return_100 the mean of the last 100 (SB3's ep_rew_mean, and
+# what the console and the summary report).
+SCALARS = ("charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
+           "charts/SPS",
+           "charts/learning_rate_actor", "charts/learning_rate_critic",
+           "losses/actor", "losses/critic", "losses/entropy",
+           "losses/approx_kl", "losses/clipfrac",
+           "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
+           "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
+           "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts")
+
+# Scalar name -> key of Learner.step()'s metrics. approx_kl and clipfrac (means over the
+# minibatch steps of pi_theta against pi_old) exist only with policy_loss "clip": with
+# "pg" they are null. behaviour_kl estimates KL(mu || pi) on the batch, mu the policy the
+# worker acted with and pi the learner's before the update: 0 in sync mode, and how far
+# async mode's correction (V-trace) has to reach otherwise. (The mean ratio pi / mu
+# would say nothing: under mu its expectation is 1 whatever pi is.)
+_LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
+                 "charts/learning_rate_critic": "learning_rate_critic",
+                 "losses/actor": "actor_loss", "losses/critic": "critic_loss",
+                 "losses/entropy": "entropy", "losses/approx_kl": "approx_kl",
+                 "losses/clipfrac": "clip_fraction",
+                 "diag/explained_variance": "explained_variance",
+                 "diag/grad_norm_actor": "grad_norm_actor",
+                 "diag/grad_norm_critic": "grad_norm_critic",
+                 "diag/behaviour_kl": "behaviour_kl"}
+
+
+def _mean(values) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+class Interval:
+    """What happened since the last logged row: update metrics, policy lags, episodes."""
+
+    def __init__(self):
+        self.updates: dict[str, list[float]] = collections.defaultdict(list)
+        self.lags: list[int] = []
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+
+    def add_update(self, learner_metrics: dict[str, float]) -> None:
+        for name, key in _LEARNER_KEYS.items():
+            if key in learner_metrics:  # see _LEARNER_KEYS
+                self.updates[name].append(learner_metrics[key])
+
+    def add_lags(self, lags: list[int]) -> None:
+        """Policy lag of every batch received, used or dropped."""
+        self.lags.extend(lags)
+
+    def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+
+    @property
+    def empty(self) -> bool:
+        return not self.updates and not self.returns and not self.lags
+
+    def _lag(self, q: float) -> float | None:
+        return float(np.percentile(self.lags, q)) if self.lags else None
+
+    def scalars(self, sps: float, dropped_batches: int, worker_restarts: int,
+                mean_return_100: float | None = None) -> dict:
+        row = {"charts/episodic_return": _mean(self.returns),
+               "charts/mean_return_100": mean_return_100,
+               "charts/episodic_length": _mean(self.lengths),
+               "charts/SPS": sps,
+               **{name: _mean(self.updates[name]) for name in _LEARNER_KEYS},
+               "diag/policy_lag": _mean(self.lags),
+               "diag/policy_lag_p50": self._lag(50), "diag/policy_lag_p95": self._lag(95),
+               "diag/policy_lag_max": self._lag(100),
+               "diag/dropped_batches": dropped_batches,
+               "diag/worker_restarts": worker_restarts}
+        return {name: row[name] for name in SCALARS}
+
+
+def finite_or_none(v):
+    """A number as JSON can hold it: NaN and infinities become None (null)."""
+    if v is None or isinstance(v, int):
+        return v
+    return v if math.isfinite(v) else None
+
+
+class MetricsLog:
+    """TensorBoard scalars (tf.summary, step = env steps) plus metrics.jsonl, row by row."""
+
+    def __init__(self, tensorboard_dir: Path, jsonl_path: Path, resume_at: int | None = None):
+        import tensorflow as tf  # the learner has loaded it already; dac plot never gets here
+        from tensorflow.core.framework.summary_pb2 import SummaryMetadata
+
+        self._tf = tf
+        # What tensorboard.summary.scalar writes, without needing the tensorboard package
+        # to write it (only to view it): a float32 tensor tagged for the scalars plugin.
+        self._scalar_meta = SummaryMetadata()
+        self._scalar_meta.plugin_data.plugin_name = "scalars"
+        if resume_at is not None:
+            keep_rows_up_to(jsonl_path, resume_at)
+        self._writer = tf.summary.create_file_writer(str(tensorboard_dir))
+        self._jsonl = open(jsonl_path, "a", encoding="utf-8")
+
+    def write(self, env_steps: int, updates: int, wall_s: float, scalars: dict) -> dict:
+        row = {"env_steps": env_steps, "updates": updates, "wall_s": round(wall_s, 3),
+               **{k: finite_or_none(v) for k, v in scalars.items()}}
+        with self._writer.as_default(step=env_steps):
+            for name in scalars:
+                value = row[name]
+                if value is not None:
+                    self._tf.summary.write(name, self._tf.constant(value, self._tf.float32),
+                                           metadata=self._scalar_meta)
+        self._writer.flush()
+        self._jsonl.write(json.dumps(row) + "\n")
+        self._jsonl.flush()
+        return row
+
+    def close(self) -> None:
+        self._writer.close()
+        self._jsonl.close()
+
+
+def read_rows(path: Path) -> list[dict]:
+    """metrics.jsonl as a list of rows (a torn last line from a crash is skipped)."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def keep_rows_up_to(path: Path, env_steps: int) -> None:
+    """On resume, drop rows logged after the checkpoint: that stretch is trained again."""
+    if not path.exists():
+        return
+    rows = [r for r in read_rows(path) if r["env_steps"] <= env_steps]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def percentile(counts: collections.Counter, q: float) -> int | None:
+    """The q-th percentile (nearest rank) of the values counted in `counts`; None if none."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    rank, seen = max(1, -(-q * total // 100)), 0
+    for lag in sorted(counts):
+        seen += counts[lag]
+        if seen >= rank:
+            return lag
+    return max(counts)

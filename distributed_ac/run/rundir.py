@@ -1,0 +1,196 @@
+"""The run directory: the one place a `dac train` writes, and what the other commands read.
+
+    RUN_DIR/
+      config.yaml     the resolved Config (safe YAML: reading it never runs code)
+      plan.yaml       the run plan: workers, sub-envs each, learner batch (plan.py)
+      checkpoints/    TensorFlow checkpoints ckpt-<updates>.index / .data-*, and TF's
+                      `checkpoint` state file naming the newest (checkpoint.py)
+      tb/             TensorBoard event files, step = env steps (metrics.py)
+      metrics.jsonl   the same scalars, one JSON object per logged row (metrics.py)
+
+This module knows the layout and the rules for starting, replacing and resuming a run;
+it imports neither TensorFlow nor Ray, so the CLI can check a run directory (and `dac
+plot` can read one) before anything heavy loads. (Only `readable_checkpoint`, which a
+resume calls once TensorFlow is loaded anyway, imports TensorFlow.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from distributed_ac.config.schema import Config, ConfigError, dump_yaml, load_yaml
+from distributed_ac.core.errors import BadInput
+
+# Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
+NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation")
+
+
+class RunDirError(BadInput, ValueError):
+    """A run directory is missing, not a run, or cannot be used as asked; one line."""
+
+
+class CheckpointError(RunDirError):
+    """A checkpoint cannot be read or does not fit this trainer; one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def plan(self) -> Path:
+        return self.path / "plan.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    def entries(self) -> list[Path]:
+        return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics]
+
+    def has_checkpoint(self) -> bool:
+        # TF's state file is written last and atomically: it exists only once a
+        # checkpoint is complete.
+        return (self.checkpoints / "checkpoint").is_file()
+
+    def write_config(self, cfg: Config) -> None:
+        """Write config.yaml atomically (a crash leaves the old file or the new one)."""
+        tmp = self.config.with_suffix(".yaml.tmp")
+        dump_yaml(cfg, tmp)
+        os.replace(tmp, self.config)
+
+
+def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
+    """runs/<env>-<local time>, with an entry point's ':' and '/' made file-name safe; a
+    numeric suffix keeps two runs started in the same second apart."""
+    base = Path(root) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def check_new(path: str | os.PathLike, overwrite: bool = False) -> RunDir:
+    """Refuse a fresh run at `path` that new_run would refuse; writes nothing."""
+    run = RunDir(Path(path))
+    if run.path.exists() and not run.path.is_dir():
+        raise RunDirError(f"run directory {run.path} exists and is not a directory")
+    if not overwrite and any(p.exists() for p in run.entries()):
+        raise RunDirError(f"{run.path} already holds a run; continue it with --resume {run.path} "
+                          "or replace it with --overwrite")
+    blocked = unwritable_ancestor(run.path)
+    if blocked:
+        raise RunDirError(f"cannot create run directory {run.path}: {blocked} is not writable")
+    return run
+
+
+def unwritable_ancestor(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` (or `path` itself), if this user cannot
+    create entries in it; None if `path` and any missing parents can be created there."""
+    anc = path.absolute()
+    while not anc.exists():
+        anc = anc.parent
+    return None if anc.is_dir() and os.access(anc, os.W_OK | os.X_OK) else anc
+
+
+def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
+    """Create a run directory for a fresh run and write its config.
+
+    An existing run there is refused unless `overwrite`, which removes only the run's
+    own entries (never anything else a user keeps in that directory).
+    """
+    run = check_new(path, overwrite)
+    for p in run.entries():
+        if p.exists():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    try:
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.write_config(cfg)
+    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
+        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
+    return run
+
+
+def open_run(path: str | os.PathLike, need_checkpoint: bool = True) -> RunDir:
+    """An existing run directory (with a checkpoint, unless told otherwise)."""
+    run = RunDir(Path(path))
+    if not run.path.is_dir():
+        raise RunDirError(f"run directory {run.path} does not exist")
+    if not run.config.is_file():
+        raise RunDirError(f"{run.path} is not a run directory (no config.yaml)")
+    if need_checkpoint and not run.has_checkpoint():
+        raise RunDirError(f"{run.path} has no checkpoint yet (nothing in {run.checkpoints})")
+    return run
+
+
+def saved_config(run: RunDir) -> Config:
+    """The Config a run was trained with (safe YAML loading; errors are one line)."""
+    try:
+        return load_yaml(run.config)
+    except ConfigError as e:
+        raise RunDirError(f"{run.path}: {e}") from None
+
+
+def check_same_network(saved: Config, cfg: Config, where: Path) -> None:
+    """Refuse a resume whose config would build different networks than the checkpoint's."""
+    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in NETWORK_FIELDS
+               if getattr(saved, f) != getattr(cfg, f)]
+    if changed:
+        raise RunDirError(f"cannot resume {where} with a different network ({'; '.join(changed)}); "
+                          "start a new run instead")
+
+
+def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
+    """Refuse a resume that resume_run would refuse; writes nothing."""
+    run = open_run(path)
+    check_same_network(saved_config(run), cfg, run.path)
+    return run
+
+
+def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
+    """Check that `cfg` may continue the run at `path` and that a checkpoint there can be
+    read, then record `cfg` as the run's config.
+
+    The restore itself comes later (train.py), so a resume whose checkpoints are all
+    unreadable would otherwise fail after config.yaml already held settings no
+    checkpoint was trained with."""
+    run = check_resume(path, cfg)
+    readable_checkpoint(run)
+    run.write_config(cfg)
+    return run
+
+
+def readable_checkpoint(run: RunDir) -> str:
+    """The newest checkpoint named in the state file whose every tensor reads back (the
+    reader checks each one's CRC), i.e. the one a restore will load; CheckpointError if
+    none. Imports TensorFlow: call it only where TensorFlow is loaded anyway."""
+    import tensorflow as tf
+
+    state = tf.train.get_checkpoint_state(str(run.checkpoints))
+    for path in reversed(list(state.all_model_checkpoint_paths) if state else []):
+        try:
+            reader = tf.train.load_checkpoint(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+        except (tf.errors.OpError, ValueError, IndexError):  # missing, torn or corrupted
+            continue
+        return path
+    raise CheckpointError(f"no readable checkpoint in {run.checkpoints}")

@@ -1,0 +1,302 @@
+"""The driver loop, top to bottom. Serial and Ray modes run the same loop over a Pool.
+
+    publish weights -> workers collect -> wait for B batches -> drop stale ones ->
+    learner.step on their concatenation -> publish new weights -> (sync) resubmit all
+
+Sync mode (A2C) waits for a batch from every worker (B = W) made by the same weights.
+Async mode (IMPALA-like) gathers the first B batches that arrive into one learner batch,
+and each worker is handed the newest published weights the moment its batch arrives, so
+sampling and learning overlap; W workers and B batches an update give a policy lag of
+about W / B, measured per batch and corrected in the learner (V-trace).
+
+Around the loop, in plain Python (never inside the tf.function): a metrics row every
+`log_every_s`, a checkpoint every `checkpoint_every` updates (envs go on: an episode
+ends only by the env), and SIGINT / SIGTERM, which end the loop after the current
+update with a final checkpoint. Start-up lives in startup.py, checkpoints in
+checkpoint.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from distributed_ac.config.schema import Config, torso_for
+from distributed_ac.core.batch import Batch
+from distributed_ac.core.errors import NonFiniteLossError, RunStopped
+from distributed_ac.envs.vector import space_for
+from distributed_ac.pool.address import check_address
+from distributed_ac.pool.base import Pool
+from distributed_ac.run import rundir
+from distributed_ac.run.metrics import (
+    ConsoleProgress,
+    Interval,
+    MetricsLog,
+    finite_or_none,
+    percentile,
+)
+from distributed_ac.training.signals import StopSignals
+from distributed_ac.training.startup import check_device, start_pool_and_learner
+from distributed_ac.training.state import RunState
+
+log = logging.getLogger(__name__)
+
+
+def train(cfg: Config, address: str | None = None, dashboard: bool = False,
+          progress: ConsoleProgress | None = None, run_dir: str | os.PathLike | None = None,
+          resume: bool = False, overwrite: bool = False, note: str | None = None) -> dict:
+    """Train until the env-step budget, `stop_at_return` or a stop signal; return a summary.
+
+    Everything the run writes goes to `run_dir` (default runs/<env>-<time>); with `resume`,
+    the run there continues from its newest checkpoint. `note` (dac train: the preset the
+    config started from) goes to stderr once the checks have passed, so that bad input
+    still gets one line.
+    """
+    start = time.monotonic()
+    space = space_for(cfg)  # a bad env leaves no run directory behind
+    torso_for(cfg, space.obs_shape)  # a torso that cannot read these observations, likewise
+    path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
+    # Checked before Ray starts, written only once it is up: a cluster that does not
+    # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
+    rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
+    check_device(cfg.device)
+    if address:
+        check_address(address)  # seconds, where Ray would retry a silent address for minutes
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
+        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop)
+        try:
+            stop.reclaim()
+            stop.check_startup()
+            run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
+            with Trainer(cfg, run, pool, space, resume, progress, learner) as trainer:
+                for info in pool.placement():
+                    trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
+                                          f"node {info['node_ip']} ({info['node']}), "
+                                          f"{info['rss_mb']:.0f} MB resident")
+                try:
+                    trainer.loop(stop)
+                except RunStopped as e:
+                    trainer.stop_on_error(e)
+                    raise
+                trainer.finish(stop)
+        finally:
+            pool.close()
+    return trainer.summary(time.monotonic() - start, stop)
+
+
+class Trainer:
+    """One session of a run: the loop over pool and learner, and what records it."""
+
+    def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
+                 progress: ConsoleProgress | None, learner=None):
+        from distributed_ac.learning.learner import Learner
+        from distributed_ac.run.checkpoint import Checkpointer
+
+        self.cfg, self.run, self.pool = cfg, run, pool
+        self.learner = Learner(cfg, space) if learner is None else learner
+        self.plan = pool.plan
+        self.num_workers = self.plan.workers
+        self.per_update = self.plan.batches_per_update
+        # serial runs keep one thread (exact resume); sync mode has nothing to overlap
+        self.overlap = cfg.learner_thread and cfg.mode == "async" and not cfg.serial
+        self.state = RunState.fresh(cfg)
+        self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
+        self.resumed_from = self.ckpt.restore() if resume else None
+        c = self.state.counters
+        self.metrics = MetricsLog(run.tensorboard, run.metrics,
+                                  resume_at=c.env_steps if resume else None)
+        self.interval = Interval()
+        self.lags: collections.Counter = collections.Counter()  # this session's, per batch
+        self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
+                                                    start=c.env_steps)
+        self._session = (time.monotonic(), c.env_steps, c.wall_s, c.worker_restarts)
+        self._last_row = time.monotonic()
+        self.progress.note(f"run directory {run.path}" + (
+            f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
+        self.plan.write(run.plan)
+        spans = self.learner.plan(self.plan)
+        self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
+                           f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
+                           f"and {spans['critic']:,d} optimizer steps")
+        threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
+        self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
+                           f"{self.plan.describe(cfg.mode)}")
+
+    def loop(self, stop: StopSignals) -> None:
+        if self.overlap:
+            return self._overlapped_loop(stop)
+        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
+        sync = cfg.mode == "sync"
+        # async with every worker's batch in each update: one batch per worker per round,
+        # so a fast worker cannot stand in for a slow one and every batch is exactly one
+        # version old, as with one worker (lag 1 at any W)
+        rounds = not sync and self.per_update == self.num_workers
+        ref = self._submit_all(pool.publish(learner.weights()))
+        while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
+            # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
+            batches = pool.wait(self.per_update, resubmit=None if sync or rounds else ref)
+            if rounds:  # they sample with these weights while the learner trains
+                self._submit_all(ref)
+            fresh = self._screen(batches)
+            if fresh:
+                batch = Batch.concat(fresh, same_version=sync)
+                ref = self._land(batch, learner.step(batch), ref)
+            if sync:
+                self._submit_all(ref)
+            self._report()
+
+    def _overlapped_loop(self, stop: StopSignals) -> None:
+        """Async mode with learner_thread: update k runs on a thread while the driver waits
+        for, screens and joins the batches of update k+1 (IMPALA's learner thread). A worker
+        whose batch arrives while a step is under way is handed the weights that step makes,
+        as soon as it lands: lag stays what it is without the thread, and a worker waits at
+        most one step. Updates are landed (counted, checkpointed, published) here."""
+        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
+        ref = self._submit_all(pool.publish(learner.weights()))
+        flight = None  # (batch, future, version it makes) of the step under way
+        with ThreadPoolExecutor(1, thread_name_prefix="learner") as thread:
+            try:
+                while (c.env_steps + (flight[0].env_steps if flight else 0) < cfg.total_env_steps
+                       and not self.solved() and not stop.received):
+                    batches = pool.wait(self.per_update, resubmit=None if flight else ref)
+                    fresh = self._screen(batches, flight[2] if flight else None)
+                    batch = Batch.concat(fresh, same_version=False) if fresh else None
+                    if flight:
+                        (done, step, _), flight = flight, None
+                        ref = self._land(done, step.result(), ref)
+                        for worker in pool.idle():  # held while the step ran
+                            pool.submit(worker, ref)
+                    if batch is not None:
+                        version = learner.policy_version + 1
+                        flight = (batch, thread.submit(learner.step, batch), version)
+                    self._report()
+            finally:  # a stop or an error lands the step under way before anything is saved
+                if flight:
+                    self._land(flight[0], flight[1].result(), ref)
+
+    def _submit_all(self, ref):
+        """Start a collect on every worker with `ref`; return it."""
+        for i in range(len(self.pool)):
+            self.pool.submit(i, ref)
+        return ref
+
+    def _screen(self, batches: list[Batch], version: int | None = None) -> list[Batch]:
+        """Count every batch and its finished episodes; return those fit to train on.
+
+        Episodes count wherever they end, in a dropped batch too: the env played them.
+        A batch is dropped when its worker flagged a NaN/Inf (on_nonfinite = drop) or
+        when it is more than max_policy_lag policy versions old, counted against the
+        version that will train on it (`version`: given while a step is under way)."""
+        c = self.state.counters
+        version = self.learner.policy_version if version is None else version
+        fresh, lags = [], []
+        for b in batches:
+            lag = version - b.policy_version
+            lags.append(lag)
+            c.batches += 1
+            c.worker_wait_s += b.idle_s
+            c.max_lag = max(c.max_lag, lag)
+            self.state.stats.add(b.episode_returns, b.episode_lengths)
+            self.interval.add_episodes(b.episode_returns, b.episode_lengths)
+            if b.nonfinite:
+                log.warning("dropping a batch: %s", b.nonfinite)
+                c.dropped_batches += 1
+                c.nonfinite_batches += 1
+            elif lag > self.cfg.max_policy_lag:
+                c.dropped_batches += 1
+            else:
+                fresh.append(b)
+        self.interval.add_lags(lags)
+        self.lags.update(lags)
+        return fresh
+
+    def _land(self, batch: Batch, metrics: dict, ref):
+        """Count an update the learner made from `batch` (nothing, if it skipped it for a
+        non-finite loss), checkpoint when due, and return the weights to hand out next."""
+        if not metrics["applied"]:
+            return ref
+        c = self.state.counters
+        c.updates += 1
+        c.env_steps += batch.env_steps
+        self.interval.add_update(metrics)
+        if c.updates % self.cfg.checkpoint_every == 0:
+            self._report(force=True)  # the row's clock is the one the checkpoint keeps
+            self.ckpt.save()
+        return self.pool.publish(self.learner.weights())
+
+    def _tick(self) -> float:
+        """Bring the clock and restart counters up to date; return this session's steps/s."""
+        t0, steps0, wall0, restarts0 = self._session
+        c, elapsed = self.state.counters, time.monotonic() - t0
+        c.wall_s = wall0 + elapsed
+        c.worker_restarts = restarts0 + self.pool.restarts
+        return (c.env_steps - steps0) / max(elapsed, 1e-9)
+
+    def _report(self, force: bool = False) -> None:
+        c, sps = self.state.counters, self._tick()
+        self.progress.update(c.env_steps, sps, self.state.stats.mean_return, force=force)
+        now = time.monotonic()
+        if (force or now - self._last_row >= self.cfg.log_every_s) and not self.interval.empty:
+            self._last_row = now
+            self.metrics.write(c.env_steps, c.updates, c.wall_s,
+                               self.interval.scalars(sps, c.dropped_batches, c.worker_restarts,
+                                                     self.state.stats.mean_return))
+            self.interval = Interval()
+
+    def finish(self, stop: StopSignals) -> None:
+        """The last row and the final checkpoint (also after a stop signal)."""
+        if stop.received:
+            self.progress.note(f"{stop.received.name}: stopping after this update; "
+                               "writing a checkpoint")
+        self._report(force=True)
+        self.ckpt.save()
+
+    def stop_on_error(self, error: RunStopped) -> None:
+        """Workers or the learner cannot go on: keep a usable checkpoint, say which one."""
+        self._report(force=True)
+        if not isinstance(error, NonFiniteLossError):  # skipped updates left the state good
+            self.ckpt.save()
+        self.progress.note(f"stopping: {error}; newest checkpoint: {self.ckpt.latest}")
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # On an error too; no checkpoint then: the state that raised may be the bad one.
+        self.metrics.close()
+        self.progress.close()
+
+    def solved(self) -> bool:
+        stats, target = self.state.stats, self.cfg.stop_at_return
+        return target is not None and stats.full and stats.mean_return >= target
+
+    def summary(self, wall: float, stop: StopSignals) -> dict:
+        cfg, c, stats = self.cfg, self.state.counters, self.state.stats
+        new_steps = c.env_steps - self._session[1]
+        return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
+                "torso": self.learner.nets.torso,
+                "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
+                # null, not NaN (which is not JSON), until an episode has finished
+                "mean_return_100": finite_or_none(stats.mean_return),
+                "solved": self.solved() if cfg.stop_at_return is not None else None,
+                "workers": self.num_workers, "batches_per_update": self.per_update,
+                "batches": c.batches, "dropped_batches": c.dropped_batches,
+                "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
+                "max_policy_lag": c.max_lag,
+                "policy_lag_p50": percentile(self.lags, 50),
+                "policy_lag_p95": percentile(self.lags, 95),
+                "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
+                # the share of the workers' time spent waiting for the driver and learner
+                "worker_wait_s": round(c.worker_wait_s, 1),
+                "worker_wait_pct": round(100.0 * c.worker_wait_s
+                                         / max(c.wall_s * self.num_workers, 1e-9), 1),
+                "skipped_updates": self.learner.skipped_updates,
+                "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
+                "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
+                "stopped_by": stop.received.name if stop.received else None}

@@ -4,4 +4,4 @@ Importing this package is cheap: it pulls in neither TensorFlow nor Ray, so roll
 workers stay light. Import the submodules you need.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

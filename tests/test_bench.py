@@ -100,12 +100,13 @@ def test_random_weights_for_an_image_env_are_the_nature_cnn_bundle_a_worker_acts
 
     worker = RolloutWorker(PIXELS, limit_cpus=False)
     w = phases.random_weights(PIXELS, worker.space, version=3)
-    assert w.torso == "nature" and len(w.actor) == len(w.v_target) == bundle_size("nature") + 2
-    assert w.actor[0].shape == (8, 8, 1, 32) and w.actor[-2].shape == (512, 4)
+    p = w.parts
+    assert len(p["actor.encoder"]) == len(p["v_target.encoder"]) == bundle_size("nature")
+    assert p["actor.encoder"][0].shape == (8, 8, 1, 32) and p["actor.head"][0].shape == (512, 4)
     batch = worker.collect(w)
     assert batch.policy_version == 3 and batch.obs.dtype == np.uint8
     assert batch.obs.shape == (4, 2, 36, 36, 1)
-    assert phases.with_version(w, 4).version == 4 and phases.with_version(w, 4).actor is w.actor
+    assert phases.with_version(w, 4).version == 4 and phases.with_version(w, 4).parts is w.parts
 
 
 def test_worker_phase_on_an_image_env_acts_with_the_numpy_nature_cnn():

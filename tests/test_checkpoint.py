@@ -142,3 +142,22 @@ def test_saving_twice_at_one_update_never_rewrites_the_named_checkpoint(tmp_path
     step(worker, learner, state, 1)
     assert ckpt.save().endswith("ckpt-1")
     assert ckpt.save() is None
+
+
+def test_a_checkpoint_of_the_positional_layout_is_refused_in_one_line(tmp_path, capsys):
+    """0.1 wrote the networks' weights as positional lists and no layout marker: resume,
+    evaluate and export all refuse such a checkpoint with one line (exit 2)."""
+    import tensorflow as tf
+
+    from distributed_ac.commands.main import main
+
+    _, _, learner, _, _ = learner_and_state(tmp_path)
+    old = tf.train.Checkpoint(actor=learner.nets.actor, critic=learner.nets.critic)
+    tf.train.CheckpointManager(old, str(tmp_path / "run" / "checkpoints"), 3,
+                               checkpoint_name="ckpt").save(checkpoint_number=5)
+    for argv in (["evaluate", str(tmp_path / "run")],
+                 ["export", str(tmp_path / "run"), "--out", str(tmp_path / "model")],
+                 ["train", "--resume", str(tmp_path / "run")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "written by distributed_ac 0.1" in err[0], (argv, err)

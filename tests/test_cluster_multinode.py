@@ -35,9 +35,11 @@ def cluster():
     old_path = os.environ["PATH"]
     os.environ["PATH"] = BIN + os.pathsep + old_path
     port = free_port()
+    # The head's job agent would listen on Ray's fixed default port (52365), which any
+    # other Ray on this machine may hold already: then no job could ever be submitted.
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": True, "dashboard_port": port,
-        "dashboard_host": "127.0.0.1"})
+        "dashboard_host": "127.0.0.1", "dashboard_agent_listen_port": free_port()})
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     pids = [p.process.pid for node in c.list_all_nodes()
@@ -54,14 +56,14 @@ def run(cmd, timeout=600):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def test_training_on_two_nodes_spreads_workers_and_learns(cluster):
+def test_training_on_two_nodes_spreads_workers_and_learns(cluster, tmp_path):
     c, _ = cluster
     # Sync mode: every update takes one batch from each worker, so what is learned does
     # not hang on which node answers first. Async with two 1-CPU nodes ran at lag 2 and
     # read 48-80 at 100k steps from one run to the next; sync reads ~195 (serial: 194.9).
-    out = run([sys.executable, "-m", "distributed_ac.cli", "train", "--address", c.address,
+    out = run([sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
                "--mode", "sync", "--num-workers", "2", "--total-env-steps", "100000",
-               "--seed", "0"])
+               "--seed", "0", "--run-dir", str(tmp_path / "run")])
     assert out.returncode == 0, out.stderr[-3000:]
     nodes = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     assert len(nodes) == 2, out.stderr
@@ -70,12 +72,31 @@ def test_training_on_two_nodes_spreads_workers_and_learns(cluster):
     assert summary["mean_return_100"] >= 120, summary  # a random policy averages about 22
 
 
-def test_ray_job_submit_runs_a_short_training_to_completion(cluster):
-    _, port = cluster
+NO_AGENT = "No available agent to submit job"
+AGENT_WAIT_S = 60.0
+
+
+def submit_job(port: int, *entrypoint: str) -> subprocess.CompletedProcess:
+    """`ray job submit`, submitted again for up to AGENT_WAIT_S while the head answers
+    that no job agent is available (the node's agent registers some seconds after the
+    node itself), as a user would; any other answer is returned as it is."""
     ray_cli = shutil.which("ray", path=BIN)
-    out = run([ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{port}", "--",
-               "dac", "train", "--address", "auto", "--num-workers", "2",
-               "--total-env-steps", "20000"])
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        out = run([ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{port}", "--",
+                   *entrypoint])
+        if out.returncode == 0 or NO_AGENT not in out.stdout + out.stderr:
+            return out
+        if time.monotonic() > deadline:
+            pytest.fail(f"no job agent after {AGENT_WAIT_S:.0f} s: {out.stdout[-1000:]}"
+                        f"{out.stderr[-1000:]}")
+        time.sleep(2.0)
+
+
+def test_ray_job_submit_runs_a_short_training_to_completion(cluster, tmp_path):
+    _, port = cluster
+    out = submit_job(port, "dac", "train", "--address", "auto", "--num-workers", "2",
+                     "--total-env-steps", "20000", "--run-dir", str(tmp_path / "run"))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "succeeded" in out.stdout
     assert '"env_steps": 20' in out.stdout  # the job's own summary line made it to the logs
@@ -87,7 +108,7 @@ def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_
     CLIs): local mode still starts its own Ray and says so. Joining would refuse num_cpus."""
     c, _ = cluster
     env = {**os.environ, "RAY_ADDRESS": c.address}
-    out = subprocess.run([sys.executable, "-m", "distributed_ac.cli", "train",
+    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--num-workers", "1",
                           "--total-env-steps", "2048", "--run-dir", str(tmp_path / "run")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -100,19 +121,19 @@ def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_
 PENDING_SCRIPT = """
 import logging, os, sys, threading
 import ray
-from distributed_ac import distributed
-from distributed_ac.config import Config
-from distributed_ac.plan import make_plan
+from distributed_ac.pool import ray_pool
+from distributed_ac.config.schema import Config
+from distributed_ac.config.plan import make_plan
 
 warned = threading.Event()
 class Catch(logging.Handler):
     def emit(self, record):
         print(record.getMessage(), flush=True)
         warned.set()
-logging.getLogger("distributed_ac.distributed").addHandler(Catch(logging.WARNING))
+logging.getLogger("distributed_ac.pool.ray_pool").addHandler(Catch(logging.WARNING))
 
-distributed.start_ray(sys.argv[1], False)
-pool = distributed.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 3))  # 3 x 1 CPU; the cluster has 2
+ray_pool.start_ray(sys.argv[1], False)
+pool = ray_pool.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 3))  # 3 x 1 CPU; the cluster has 2
 threading.Thread(target=pool.placement, kwargs={"warn_after_s": 3}, daemon=True).start()
 warned.wait(120)
 for w in pool.workers:
@@ -162,7 +183,7 @@ def lossy_cluster():
 
 
 def logged_env_steps(run) -> list[int]:
-    from distributed_ac.metrics import read_rows
+    from distributed_ac.run.metrics import read_rows
 
     path = run / "metrics.jsonl"
     return [r["env_steps"] for r in read_rows(path)] if path.exists() else []
@@ -219,7 +240,7 @@ def test_run_survives_the_loss_of_a_node_with_its_workers_replaced_on_the_other(
     run, stderr_path = tmp_path / "run", tmp_path / "stderr"
     with open(stderr_path, "w") as err, open(tmp_path / "stdout", "w+") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "distributed_ac.cli", "train", "--address", c.address,
+            [sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
              "--mode", "sync", "--num-workers", "4", "--total-env-steps", "81920",
              "--log-every-s", "0.1", "--run-dir", str(run)], stdout=out, stderr=err)
         try:  # the loss comes after 4 updates of 40, with all 4 workers' batches in each
@@ -256,9 +277,9 @@ def test_run_survives_the_loss_of_a_node_with_its_workers_replaced_on_the_other(
 UNPLACEABLE_SCRIPT = """
 import dataclasses, logging, os, sys, threading
 import ray
-from distributed_ac import distributed
-from distributed_ac.config import Config
-from distributed_ac.plan import make_plan
+from distributed_ac.pool import ray_pool
+from distributed_ac.config.schema import Config
+from distributed_ac.config.plan import make_plan
 
 warned = threading.Event()
 class Catch(logging.Handler):
@@ -266,15 +287,15 @@ class Catch(logging.Handler):
         print(record.getMessage(), flush=True)
         if "not started after" in record.getMessage():
             warned.set()
-logging.getLogger("distributed_ac.distributed").addHandler(Catch(logging.WARNING))
+logging.getLogger("distributed_ac.pool.ray_pool").addHandler(Catch(logging.WARNING))
 
-distributed.start_ray(sys.argv[1], False)
-distributed.REPLACEMENT_WARN_S = 2
-pool = distributed.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 2))
+ray_pool.start_ray(sys.argv[1], False)
+ray_pool.REPLACEMENT_WARN_S = 2
+pool = ray_pool.RayPool(Config(envs_per_worker=2), make_plan(Config(envs_per_worker=2), 2))
 pool.placement()
 # From now on a worker needs 2 CPUs, which no node of the cluster has.
 pool.cfg = dataclasses.replace(pool.cfg, worker_cpus=2)
-pool._cls = ray.remote(distributed._PlacedRolloutWorker).options(num_cpus=2)
+pool._cls = ray.remote(ray_pool._PlacedRolloutWorker).options(num_cpus=2)
 pool._replace(0, "was told to")
 warned.wait(60)
 pool.close()

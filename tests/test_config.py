@@ -119,14 +119,14 @@ def test_an_env_without_a_preset_starts_from_the_default_one(tmp_path, monkeypat
 
 
 def test_auto_observation_normalisation_is_on_for_vectors_and_off_for_images():
-    from distributed_ac.config.schema import obs_normalized, torso_for
+    from distributed_ac.models.spec import encoder_for, obs_normalized
 
     auto = Config(normalize_obs=None)
     assert obs_normalized(auto, (8,)) and not obs_normalized(auto, (36, 36, 1))
-    assert torso_for(auto, (36, 36, 1)) == "nature"  # auto never asks images for it
+    assert encoder_for(auto, (36, 36, 1)) == "nature"  # auto never asks images for it
     assert not obs_normalized(Config(), (8,))
     with pytest.raises(ConfigError, match="normalize_obs is for vector observations"):
-        torso_for(Config(normalize_obs=True), (36, 36, 1))
+        encoder_for(Config(normalize_obs=True), (36, 36, 1))
 
 
 def test_every_shipped_preset_is_a_valid_config_for_its_env():

@@ -4,7 +4,6 @@ and can record video; the exported SavedModel, loaded in a process that imports 
 TensorFlow and NumPy, acts and values exactly like the trainer's policy, for Discrete and
 Box actions and for the shared-trunk topology."""
 
-import dataclasses
 import io
 import json
 import subprocess
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 from distributed_ac.acting.policy import Policy
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.commands import main as cli
 from distributed_ac.commands.evaluate import load_trained
 from distributed_ac.config.schema import Config
@@ -76,16 +76,19 @@ def newest_checkpoint_policy(run_dir):
     import tensorflow as tf
 
     from distributed_ac.envs.vector import probe_space
-    from distributed_ac.learning.networks import actor_bundle_variables, build_networks
+    from distributed_ac.learning.networks import build_networks
 
     cfg = rundir.saved_config(rundir.open_run(run_dir))
     space = probe_space(cfg.env, cfg.vectorization)
-    nets = build_networks(dataclasses.replace(cfg, seed=cfg.seed + 1), space)
+    spec = ModelSpec.of(cfg, space)
+    nets = build_networks(spec, space, cfg.seed + 1)
     newest = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
     tf.train.Checkpoint(actor=nets.actor, critic=nets.critic).restore(newest).expect_partial() \
         .assert_existing_objects_matched()
-    policy = Policy(space, cfg.activation)
-    policy.load(Weights(0, 0, [v.numpy() for v in actor_bundle_variables(nets)], []))
+    policy = Policy(space, spec)
+    policy.load(Weights(0, 0, {n: [v.numpy() for v in vs] for n, vs in
+                               nets.bundle((*spec.actor_parts, "v_target.encoder",
+                                            "v_target.head")).items()}))
     return cfg, space, nets, policy
 
 
@@ -177,7 +180,7 @@ def test_exported_saved_model_serves_the_trainers_policy_without_distributed_ac(
     assert served.returncode == 0, served.stderr[-2000:]
     got = np.load(tmp_path / "served.npz")
 
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, ModelSpec.of(cfg, space))
     policy.load(learner.weights())
     _, expected_action, _ = policy.act(obs, np.random.default_rng(0), deterministic=True)
     expected_value = learner.nets.critic(obs).numpy()[:, 0]
@@ -198,11 +201,11 @@ def test_exported_shared_trunk_policy_acts_and_values_like_the_trainers(shared_r
     code, _, err = dac(capsys, "export", str(shared_run_dir), "--out", str(tmp_path / "policy"))
     assert code == 0, err
     cfg, space, learner, _ = load_trained(shared_run_dir)
-    assert cfg.topology == "shared" and learner.nets.shared_trunk
+    assert cfg.topology == "shared" and learner.nets.shared
     model = tf.saved_model.load(str(tmp_path / "policy"))
     obs = np.random.default_rng(1).normal(size=(256, space.obs_dim)).astype(np.float32)
 
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, ModelSpec.of(cfg, space))
     policy.load(learner.weights())
     _, expected, _ = policy.act(obs, np.random.default_rng(0), deterministic=True)
     if space.discrete:

@@ -16,7 +16,6 @@ from distributed_ac.core.errors import NonFiniteLossError
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import advantages, losses
 from distributed_ac.learning.learner import Learner, NoGradientError, pick_device
-from distributed_ac.learning.networks import path_variables
 
 
 def setup(**kw):
@@ -36,8 +35,8 @@ def same(a, b):
 
 def test_v_target_equals_v_at_start_and_after_each_sync_and_differs_between():
     cfg, worker, learner = setup(target_sync_every=3)
-    critic = lambda: arrays(path_variables(learner.nets.critic_path))  # noqa: E731
-    target = lambda: arrays(path_variables(learner.nets.target_path))  # noqa: E731
+    critic = lambda: arrays(learner.nets.path("critic"))  # noqa: E731
+    target = lambda: arrays(learner.nets.path("v_target"))  # noqa: E731
     assert same(critic(), target())
     for update in range(1, 7):
         learner.step(worker.collect(learner.weights()))
@@ -47,10 +46,10 @@ def test_v_target_equals_v_at_start_and_after_each_sync_and_differs_between():
 
 def test_polyak_tau_moves_v_target_part_way():
     cfg, worker, learner = setup(target_tau=0.25)
-    before = arrays(path_variables(learner.nets.target_path))
+    before = arrays(learner.nets.path("v_target"))
     learner.step(worker.collect(learner.weights()))
-    critic = arrays(path_variables(learner.nets.critic_path))
-    after = arrays(path_variables(learner.nets.target_path))
+    critic = arrays(learner.nets.path("critic"))
+    after = arrays(learner.nets.path("v_target"))
     for b, c, a in zip(before, critic, after):
         np.testing.assert_allclose(a, 0.25 * c + 0.75 * b, rtol=1e-5, atol=1e-7)
 
@@ -60,7 +59,8 @@ def test_shared_trunk_is_the_same_variables_in_actor_and_critic():
     nets = learner.nets
     actor_ids = {id(v) for v in nets.actor.trainable_variables}
     critic_ids = {id(v) for v in nets.critic.trainable_variables}
-    trunk_ids = {id(v) for layer in nets.shared_trunk for v in layer.trainable_variables}
+    trunk_ids = {id(v) for v in nets.parts["actor.encoder"].trainable_variables}
+    assert nets.parts["critic.encoder"] is nets.parts["actor.encoder"]
     assert trunk_ids and trunk_ids <= actor_ids & critic_ids
     # separate topology: nothing in common
     _, _, sep = setup(topology="separate")
@@ -70,11 +70,11 @@ def test_shared_trunk_is_the_same_variables_in_actor_and_critic():
 
 def test_shared_trunk_moves_with_one_update_and_v_target_keeps_its_own_copy():
     _, worker, learner = setup(topology="shared", target_sync_every=100)
-    trunk = [v for layer in learner.nets.shared_trunk for v in layer.trainable_variables]
+    trunk = learner.nets.parts["actor.encoder"].bundle_variables
     before = arrays(trunk)
     learner.step(worker.collect(learner.weights()))
     assert not same(before, arrays(trunk))
-    target_trunk = arrays(path_variables(learner.nets.target_path)[: len(trunk)])
+    target_trunk = arrays(learner.nets.path("v_target")[: len(trunk)])
     assert same(before, target_trunk)
 
 
@@ -85,7 +85,7 @@ def test_one_pass_heads_equal_the_two_models_and_run_a_shared_trunk_once(env, to
     nets, batch = learner.nets, worker.collect(learner.weights())
     obs = tf.constant(batch.obs.reshape(-1, worker.space.obs_dim))
     calls = []
-    trunk = (nets.shared_trunk or nets.actor_path)[0]
+    trunk = nets.parts["actor.encoder"]
     plain_call = trunk.call
     trunk.call = lambda *a, **k: calls.append(1) or plain_call(*a, **k)
     with tf.GradientTape(persistent=True) as tape:
@@ -107,7 +107,8 @@ def test_variable_without_gradient_fails_at_first_update_naming_it():
     batch = worker.collect(learner.weights())
     orphan = keras.layers.Dense(3, name="orphan_layer")
     orphan.build((None, 4))
-    learner.nets.actor_path.append(orphan)  # in the actor's group, not in its graph
+    orphan.bundle_variables = orphan.trainable_variables
+    learner.nets.parts["actor.log_std"] = orphan  # in the actor's group, not in its graph
     before = arrays(learner.nets.actor.trainable_variables)
     with pytest.raises(NoGradientError, match="actor loss.*orphan_layer"):
         learner.step(batch)
@@ -297,8 +298,6 @@ def test_learner_variables_live_on_the_picked_device():
 
 # ---- what the speed work must not change -------------------------------------------
 def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
-    from distributed_ac.learning.networks import path_variables
-
     cfg = Config(envs_per_worker=4, rollout_length=8, total_env_steps=1_000, target_sync_every=2)
     worker = RolloutWorker(cfg, limit_cpus=False)
     learner = Learner(cfg, worker.space)
@@ -306,15 +305,19 @@ def test_weights_exported_by_the_step_equal_the_variables_after_each_update():
         learner.step(worker.collect(learner.weights()))
         w = learner.weights()
         assert (w.version, w.target_version) == (update, update // 2)
-        for got, var in zip(w.actor, path_variables(learner.nets.actor_path)):
-            np.testing.assert_array_equal(got, var.numpy())
-        for got, var in zip(w.v_target, path_variables(learner.nets.target_path)):
-            np.testing.assert_array_equal(got, var.numpy())
+        for network in ("actor", "v_target"):
+            got = [a for n, arrays in w.parts.items() if n.startswith(network + ".")
+                   for a in arrays]
+            assert len(got) == len(learner.nets.path(network))
+            for a, var in zip(got, learner.nets.path(network)):
+                np.testing.assert_array_equal(a, var.numpy())
     bad = worker.collect(learner.weights())
     bad.rewards[0, 0] = np.nan
     assert "learning_rate_actor" not in learner.step(bad)  # skipped: nothing moves
-    for got, var in zip(learner.weights().actor, path_variables(learner.nets.actor_path)):
-        np.testing.assert_array_equal(got, var.numpy())
+    w = learner.weights()
+    got = [a for n in ("actor.encoder", "actor.head") for a in w.parts[n]]
+    for a, var in zip(got, learner.nets.path("actor")):
+        np.testing.assert_array_equal(a, var.numpy())
 
 
 def test_warm_up_runs_the_step_without_changing_any_state():

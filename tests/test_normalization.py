@@ -9,10 +9,11 @@ import tensorflow as tf
 from paths import FAST_CONFIG
 
 from distributed_ac.acting.policy import Policy
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
-from distributed_ac.core.normalization import chan_merge, merge_all, moments
+from distributed_ac.core.normalization import chan_merge, merge_all, moments, normalize_np
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.networks import RunningMoments
@@ -57,7 +58,7 @@ def test_the_learner_normalises_with_the_statistics_the_workers_acted_with():
                  hidden_sizes=(16,))
     learner = Learner(cfg, probe_space(cfg.env))
     space = probe_space(cfg.env)
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, ModelSpec.of(cfg, space))
     rng = np.random.default_rng(0)
     obs = (rng.normal(size=(16, 8, 4)) * SCALE).astype(np.float32)
     seen = []
@@ -85,7 +86,8 @@ def test_the_learner_normalises_with_the_statistics_the_workers_acted_with():
     w = learner.weights()
     x = (rng.normal(size=(32, 4)) * SCALE).astype(np.float32)
     want = np.clip((x - norm.mean.numpy()) / np.sqrt(norm.var.numpy() + 1e-8), -10, 10)
-    np.testing.assert_allclose(w.obs_norm(x), want, rtol=1e-4, atol=1e-5)
+    mean, inv_std = w.parts["obs_norm"]
+    np.testing.assert_allclose(normalize_np(x, mean, inv_std, 10.0), want, rtol=1e-4, atol=1e-5)
     policy.load(w)
     np.testing.assert_allclose(policy.forward(x), learner.nets.actor(norm(x)).numpy(), atol=1e-5)
     np.testing.assert_allclose(policy.value(x), learner.nets.v_target(norm(x)).numpy()[:, 0],
@@ -111,7 +113,7 @@ def test_reset_step_observations_are_left_out_of_the_statistics():
     cfg = Config(normalize_obs=True, mode="sync", num_envs=4, rollout_length=8,
                  hidden_sizes=(8,))
     learner = Learner(cfg, probe_space(cfg.env))
-    policy, rng = Policy(learner.space, cfg.activation), np.random.default_rng(1)
+    policy, rng = Policy(learner.space, learner.spec), np.random.default_rng(1)
     obs = rng.normal(size=(8, 4, 4)).astype(np.float32)
     mask = np.ones((8, 4), np.float32)
     mask[3, 1] = mask[6, 2] = 0.0
@@ -132,7 +134,7 @@ def test_async_updates_normalise_a_stale_batch_with_the_learners_newest_statisti
     cfg = Config(normalize_obs=True, mode="async", num_envs=8, rollout_length=16,
                  hidden_sizes=(16,), actor_lr=1e-12, critic_lr=1e-12)  # weights ~ still
     learner = Learner(cfg, probe_space(cfg.env))
-    policy, rng = Policy(learner.space, cfg.activation), np.random.default_rng(2)
+    policy, rng = Policy(learner.space, learner.spec), np.random.default_rng(2)
     obs = (rng.normal(size=(16, 8, 4)) * SCALE).astype(np.float32)
     stale = _batch_for(learner, policy, obs, rng)  # acted on with count-0 statistics
     learner.step(_batch_for(learner, policy, obs + SCALE, rng))  # the statistics move
@@ -150,7 +152,7 @@ def test_async_updates_normalise_a_stale_batch_with_the_learners_newest_statisti
 def test_without_normalize_obs_the_bundle_has_no_statistics_and_nothing_changes():
     cfg = Config(hidden_sizes=(8,))
     learner = Learner(cfg, probe_space(cfg.env))
-    assert learner.nets.obs_norm is None and learner.weights().obs_norm is None
+    assert learner.nets.obs_norm is None and "obs_norm" not in learner.weights().parts
 
 
 def test_worker_return_moments_are_those_of_the_discounted_returns():
@@ -186,7 +188,7 @@ def test_checkpoint_evaluate_and_export_apply_the_same_statistics(tmp_path):
     norm = learner.nets.obs_norm
     # restored: every trained observation merged (the reset steps' copies left out)
     assert 32 * 5 - 20 < norm.count.numpy() < 32 * 5
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, ModelSpec.of(cfg, space))
     policy.load(learner.weights())
     x = np.random.default_rng(2).normal(size=(16, 4)).astype(np.float32) * 2
     _, greedy, _ = policy.act(x, np.random.default_rng(0), deterministic=True)

@@ -15,12 +15,12 @@ from checkpoints import checkpoint_tensors, once_and_resumed
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.commands import main as cli
-from distributed_ac.config.schema import Config, ConfigError, torso_for
+from distributed_ac.config.schema import Config, ConfigError
 from distributed_ac.core.batch import Batch
 from distributed_ac.envs.vector import EnvSpace, probe_space
 from distributed_ac.learning.learner import Learner
-from distributed_ac.learning.networks import path_variables
 from distributed_ac.models.cnn import bundle_size, max_pool_3x3_s2_same
+from distributed_ac.models.spec import encoder_for
 from distributed_ac.run.metrics import ConsoleProgress
 from distributed_ac.training.trainer import train
 
@@ -37,7 +37,7 @@ def image_space(shape, num_actions=6) -> EnvSpace:
                                           ("impala", (84, 84, 4)), ("impala", (21, 21, 3))])
 def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
     learner = Learner(Config(torso=torso, topology=topology), image_space(shape))
-    policy = Policy(learner.space, "tanh")
+    policy = Policy(learner.space, learner.spec)
     policy.load(learner.weights())
     x = np.random.default_rng(0).integers(0, 256, (45, *shape), dtype=np.uint8)  # > one block
     logits, values = learner.nets.actor(x).numpy(), learner.nets.v_target(x).numpy()[:, 0]
@@ -53,13 +53,13 @@ def test_bfloat16_cnn_computes_in_bfloat16_keeps_float32_state_and_trains(torso)
     space = image_space((36, 36, 2))
     learner = Learner(Config(torso=torso, topology="shared", cnn_precision="bfloat16",
                              envs_per_worker=4, rollout_length=8), space)
-    trunk = learner.nets.shared_trunk[0]
+    trunk = learner.nets.parts["actor.encoder"]
     assert trunk.convs[0].compute_dtype == "bfloat16"
-    assert learner.nets.actor_path[-1].compute_dtype == "float32"  # heads, hence losses
+    assert learner.nets.parts["actor.head"].compute_dtype == "float32"  # heads, hence losses
     assert all(v.dtype == tf.float32 for v in learner.nets.actor_variables
                + learner.nets.critic_variables)
     # the workers' float32 NumPy CNN on the same weights agrees to bfloat16's rounding
-    policy = Policy(space, "tanh")
+    policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     x = np.random.default_rng(1).integers(0, 256, (16, 36, 36, 2), dtype=np.uint8)
     logits = learner.nets.actor(x).numpy()
@@ -83,8 +83,8 @@ def test_numpy_max_pool_equals_tensorflow_same_padding(size):
 @pytest.mark.parametrize("torso", ["nature", "impala"])
 def test_shared_cnn_trunk_is_the_same_variables_in_actor_and_critic(torso):
     nets = Learner(Config(torso=torso, topology="shared"), image_space((36, 36, 1))).nets
-    trunk = nets.shared_trunk[0]
-    assert nets.actor_path[0] is trunk and nets.critic_path[0] is trunk
+    trunk = nets.parts["actor.encoder"]
+    assert nets.parts["critic.encoder"] is trunk
     trunk_ids = {id(v) for v in trunk.trainable_variables}
     assert len(trunk_ids) >= 8  # every conv and the dense layer, not a subset
     assert trunk_ids <= {id(v) for v in nets.actor.trainable_variables}
@@ -102,7 +102,7 @@ def test_a_checkpoint_holds_every_variable_of_the_cnns(torso, topology, tmp_path
     nets = Learner(Config(torso=torso, topology=topology), image_space((36, 36, 1))).nets
     path = tf.train.Checkpoint(**_model_objects(nets)).save(str(tmp_path / "ckpt"))
     saved = [n for n in tf.train.load_checkpoint(path).get_variable_to_shape_map()
-             if n.endswith("VARIABLE_VALUE") and not n.startswith("save_counter")]
+             if n.endswith("VARIABLE_VALUE") and not n.startswith(("save_counter", "model_layout"))]
     models = (nets.actor, nets.critic, nets.v_target)
     assert len(saved) == len({id(v) for m in models for v in m.variables})
 
@@ -149,11 +149,11 @@ def test_refused_image_settings_say_why_in_one_line(kw, message, capsys):
 
 def test_a_cnn_on_vectors_and_a_nature_cnn_on_small_images_are_refused():
     with pytest.raises(ConfigError, match="takes image"):
-        torso_for(Config(torso="nature"), (4,))
+        encoder_for(Config(torso="nature"), (4,))
     with pytest.raises(ConfigError, match="at least 36x36"):
-        torso_for(Config(), (16, 16, 2))
-    assert torso_for(Config(torso="impala"), (16, 16, 2)) == "impala"
-    assert torso_for(Config(), (36, 36, 1)) == "nature" and torso_for(Config(), (4,)) == "mlp"
+        encoder_for(Config(), (16, 16, 2))
+    assert encoder_for(Config(torso="impala"), (16, 16, 2)) == "impala"
+    assert encoder_for(Config(), (36, 36, 1)) == "nature" and encoder_for(Config(), (4,)) == "mlp"
 
 
 # ---- a CNN run's checkpoint: resume bit for bit, evaluate, export ------------------------
@@ -235,13 +235,15 @@ def test_evaluate_and_export_load_the_trained_cnns(cnn_runs):
 
     _, space, learner, _ = load_trained(cnn_runs[0] / "once")
     trained, fresh = learner.weights(), Learner(Config(**BASE), space).weights()
-    assert trained.torso == "nature"
+    assert learner.spec.encoder == "nature"
     # target_sync_every=1: V_target was synced to V by the last update, convs included
-    critic = [v.numpy() for v in path_variables(learner.nets.critic_path)]
-    assert len(critic) == len(trained.v_target) == bundle_size("nature") + 2
-    for t, v in zip(trained.v_target, critic):
+    critic = [v.numpy() for v in learner.nets.path("critic")]
+    target = trained.parts["v_target.encoder"] + trained.parts["v_target.head"]
+    assert len(critic) == len(target) == bundle_size("nature") + 2
+    for t, v in zip(target, critic):
         np.testing.assert_array_equal(t, v)
-    assert all(not np.array_equal(a, b) for a, b in zip(trained.actor, fresh.actor))
+    actor, fresh_actor = (w.parts["actor.encoder"] + w.parts["actor.head"] for w in (trained, fresh))
+    assert all(not np.array_equal(a, b) for a, b in zip(actor, fresh_actor))
 
 
 def test_evaluate_runs_a_pixel_policy(cnn_runs):
@@ -260,7 +262,7 @@ def test_export_takes_uint8_images_and_matches_the_numpy_policy(cnn_runs, tmp_pa
     assert info["obs_shape"] == [36, 36, 1] and info["obs_dtype"] == "uint8"
     model = tf.saved_model.load(str(tmp_path / "model"))
     _, space, learner, _ = load_trained(run_dir)
-    policy = Policy(space, "tanh")
+    policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     x = np.random.default_rng(1).integers(0, 256, (40, 36, 36, 1), dtype=np.uint8)
     _, want, _ = policy.act(x, np.random.default_rng(0), deterministic=True)

@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.policy import VALUE_BLOCK, Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.bench import phases
-from distributed_ac.config.schema import Config
+from distributed_ac.config.schema import Config, ConfigError
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import distributions
 from distributed_ac.learning.learner import Learner
+from distributed_ac.models import spec as names
+from distributed_ac.models.mlp import mlp_forward
+from distributed_ac.models.spec import ModelSpec
 
 
 def _actor_out(learner, x):
@@ -24,17 +27,22 @@ def _actor_out(learner, x):
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 @pytest.mark.parametrize("topology", ["separate", "shared"])
-@pytest.mark.parametrize("activation", ["tanh", "relu", "selu"])
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "silu"])
 def test_numpy_forward_matches_keras_within_1e5(env, topology, activation):
     cfg = Config(env=env, topology=topology, activation=activation, hidden_sizes=(32, 16))
     space = probe_space(env)
     learner = Learner(cfg, space)
-    policy = Policy(space, activation)
+    policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     x = np.random.default_rng(0).normal(size=(64, space.obs_dim)).astype(np.float32) * 3
     np.testing.assert_allclose(policy.forward(x), _actor_out(learner, x), atol=1e-5)
     np.testing.assert_allclose(policy.value(x), learner.nets.v_target(x).numpy()[:, 0], atol=1e-5)
-    assert policy.uses_tensorflow == (activation == "selu")
+
+
+def test_an_activation_without_a_numpy_twin_is_refused_when_the_config_is_built():
+    """Workers never import TensorFlow: an activation they could not compute would."""
+    with pytest.raises(ConfigError, match="'activation' must be one of"):
+        Config(activation="gelu")
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
@@ -42,7 +50,7 @@ def test_worker_log_prob_equals_learner_log_prob(env):
     cfg = Config(env=env, log_std_init=-0.3)
     space = probe_space(env)
     learner = Learner(cfg, space)
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     x = np.random.default_rng(1).normal(size=(256, space.obs_dim)).astype(np.float32)
     stored, env_action, logp = policy.act(x, np.random.default_rng(2))
@@ -58,11 +66,9 @@ def test_worker_log_prob_equals_learner_log_prob(env):
 
 WORKER_PROBE = """
 import json, sys
+from distributed_ac.bench.phases import random_weights
 from distributed_ac.config.schema import Config
-from distributed_ac.envs.vector import probe_space
 from distributed_ac.acting.worker import RolloutWorker
-from distributed_ac.core.batch import Weights
-import numpy as np
 
 def rss_mb():  # current resident set (ru_maxrss would inherit the parent's peak across exec)
     for line in open("/proc/self/status"):
@@ -71,12 +77,9 @@ def rss_mb():  # current resident set (ru_maxrss would inherit the parent's peak
 
 cfg = Config(env="CartPole-v1", envs_per_worker=64, rollout_length=32)
 w = RolloutWorker(cfg)
-rng = np.random.default_rng(0)
-shapes = [(4, 64), (64,), (64, 64), (64,), (64, 2), (2,)]
-vshapes = [(4, 64), (64,), (64, 64), (64,), (64, 1), (1,)]
-mk = lambda s: [rng.normal(size=x).astype(np.float32) * 0.1 for x in s]
+weights = random_weights(cfg, w.space)
 for _ in range(20):
-    b = w.collect(Weights(0, 0, mk(shapes), mk(vshapes)))
+    b = w.collect(weights)
 print(json.dumps({"tf": "tensorflow" in sys.modules, "keras": "keras" in sys.modules,
                   "ray": "ray" in sys.modules,
                   "rss_mb": rss_mb()}))
@@ -91,21 +94,13 @@ def test_rollout_worker_imports_no_tensorflow_and_stays_under_200mb():
     assert facts["rss_mb"] < 200, facts
 
 
-@pytest.mark.parametrize("activation", ["tanh", "relu", "selu"])
+@pytest.mark.parametrize("activation", ["tanh", "relu", "sigmoid"])
 def test_results_stay_valid_when_later_calls_reuse_the_policys_buffers(activation):
-    from distributed_ac.acting.policy import (
-        NUMPY_ACTIVATIONS,
-        activation_fn,
-        mlp_forward,
-    )
-    from distributed_ac.bench.phases import random_weights
-
     cfg = Config(activation=activation)
     space = probe_space("CartPole-v1")
-    policy = Policy(space, activation)
-    w = random_weights(cfg, space)
+    policy = Policy(space, ModelSpec.of(cfg, space))
+    w = phases.random_weights(cfg, space)
     policy.load(w)
-    act = NUMPY_ACTIVATIONS.get(activation) or activation_fn(activation)[0]
     rng = np.random.default_rng(0)
     big, small = (rng.normal(size=(n, 4)).astype(np.float32) for n in (1500, 3))
     values, logits = policy.value(big), policy.forward(big)
@@ -113,20 +108,29 @@ def test_results_stay_valid_when_later_calls_reuse_the_policys_buffers(activatio
     policy.value(small), policy.forward(small), policy.act(small, rng)  # same buffers, fewer rows
     np.testing.assert_array_equal(values, kept[0])
     np.testing.assert_array_equal(logits, kept[1])
-    np.testing.assert_allclose(values, mlp_forward(w.v_target, big, act)[:, 0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(policy.forward(small), mlp_forward(w.actor, small, act), rtol=1e-5, atol=1e-6)
+    p = w.parts
+
+    def reference(encoder, head, x):
+        return mlp_forward(p[head], mlp_forward(p[encoder], x, activation, last_linear=False),
+                           activation, last_linear=True)
+
+    np.testing.assert_allclose(values, reference(names.TARGET_ENCODER, names.TARGET_HEAD, big)[:, 0],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(policy.forward(small),
+                               reference(names.ACTOR_ENCODER, names.ACTOR_HEAD, small),
+                               rtol=1e-5, atol=1e-6)
 
 
 TINY = Config(envs_per_worker=2, rollout_length=4, total_env_steps=1_000, hidden_sizes=(8,))
 
 
 def test_policy_values_in_blocks_equal_one_pass_over_all_rows():
-    from distributed_ac.acting import policy as policy_mod
-
     worker = RolloutWorker(TINY, limit_cpus=False)
-    pol = policy_mod.Policy(worker.space, "tanh")
-    pol.load(phases.random_weights(TINY, worker.space))
-    obs = np.random.default_rng(0).standard_normal((3 * policy_mod.VALUE_BLOCK + 7, 4)).astype(np.float32)
-    whole = policy_mod.mlp_forward(pol._target_layers, obs, np.tanh)[:, 0]
+    pol = Policy(worker.space, ModelSpec.of(TINY, worker.space))
+    w = phases.random_weights(TINY, worker.space)
+    pol.load(w)
+    obs = np.random.default_rng(0).standard_normal((3 * VALUE_BLOCK + 7, 4)).astype(np.float32)
+    features = mlp_forward(w.parts[names.TARGET_ENCODER], obs, "tanh", last_linear=False)
+    whole = mlp_forward(w.parts[names.TARGET_HEAD], features, "tanh", last_linear=True)[:, 0]
     np.testing.assert_allclose(pol.value(obs), whole, rtol=1e-6, atol=1e-6)
     assert pol.value(obs).shape == (len(obs),)

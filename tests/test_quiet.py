@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 
 def run(code: str) -> subprocess.CompletedProcess:
@@ -42,17 +41,3 @@ def test_a_line_that_is_not_a_known_start_up_line_is_written_back_in_order():
         print("after", file=sys.stderr)
     """)
     assert out.stderr.splitlines() == ["first real line", "second, from Python", "after"]
-
-
-@pytest.mark.skipif(bool(__import__("glob").glob("/dev/nvidia[0-9]*")), reason="has a GPU")
-def test_a_worker_policy_with_a_keras_only_activation_prints_only_our_warning():
-    out = run("""
-        from distributed_ac.envs.vector import probe_space
-        from distributed_ac.acting.policy import Policy
-        p = Policy(probe_space("CartPole-v1", "auto"), "gelu")
-        print(p.uses_tensorflow)
-    """)
-    assert out.stdout.strip() == "True", out.stderr
-    assert out.stderr.strip().splitlines() == [
-        "activation 'gelu' has no NumPy twin: this worker imports TensorFlow (~500 MB "
-        "resident) for its forward pass"], out.stderr

@@ -9,15 +9,17 @@ from distributed_ac.envs.vector import EnvSpace
 
 
 def zero_weights(space: EnvSpace, hidden=(4,)) -> Weights:
-    sizes = [space.obs_dim, *hidden, space.num_actions]
-    actor = [a for i in range(len(sizes) - 1)
-             for a in (np.zeros((sizes[i], sizes[i + 1]), np.float32), np.zeros(sizes[i + 1], np.float32))]
+    """All-zero kernels: a uniform policy, and V_target = 0.5 everywhere (its biases)."""
+    def dense(n_in, n_out, bias):
+        return [np.zeros((n_in, n_out), np.float32), np.full(n_out, bias, np.float32)]
+
+    parts = {"actor.encoder": dense(space.obs_dim, hidden[0], 0.0),
+             "actor.head": dense(hidden[0], space.num_actions, 0.0),
+             "v_target.encoder": dense(space.obs_dim, hidden[0], 0.5),
+             "v_target.head": dense(hidden[0], 1, 0.5)}
     if not space.discrete:
-        actor.append(np.zeros(space.num_actions, np.float32))
-    vs = [space.obs_dim, *hidden, 1]
-    target = [a for i in range(len(vs) - 1)
-              for a in (np.zeros((vs[i], vs[i + 1]), np.float32), np.full(vs[i + 1], 0.5, np.float32))]
-    return Weights(version=7, target_version=3, actor=actor, v_target=target)
+        parts["actor.log_std"] = [np.zeros(space.num_actions, np.float32)]
+    return Weights(version=7, target_version=3, parts=parts)
 
 
 def worker(env="fakes:Countdown", n=2, t=8, **kw) -> RolloutWorker:
@@ -60,7 +62,7 @@ def obs_dependent_weights(space: EnvSpace) -> Weights:
     """zero_weights, but V_target(obs) = 0.5 + tanh(0.25 * obs[0]) (tanh hidden layer): a
     different value for every Countdown observation, so a test can tell which one was used."""
     w = zero_weights(space)
-    w0, b0, w1, b1 = w.v_target
+    (w0, b0), (w1, _) = w.parts["v_target.encoder"], w.parts["v_target.head"]
     w0[0, 0], b0[:], w1[0, 0] = 0.25, 0.0, 1.0
     return w
 

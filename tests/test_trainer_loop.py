@@ -5,19 +5,19 @@ the test writes down, so lag, drops and resubmission are exact and can be assert
 
 import io
 import threading
-import time
 
 import numpy as np
 import pytest
 
-from distributed_ac import rundir
-from distributed_ac.batch import Batch, Weights
-from distributed_ac.config import Config
-from distributed_ac.envs import probe_space
-from distributed_ac.metrics import ConsoleProgress
-from distributed_ac.plan import make_plan
-from distributed_ac.errors import NonFiniteLossError
-from distributed_ac.train import StopSignals, Trainer
+from distributed_ac.config.plan import make_plan
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.core.errors import NonFiniteLossError
+from distributed_ac.envs.vector import probe_space
+from distributed_ac.run import rundir
+from distributed_ac.run.metrics import ConsoleProgress
+from distributed_ac.training.signals import StopSignals
+from distributed_ac.training.trainer import Trainer
 
 T, N = 4, 2  # each worker batch: [T, N]
 
@@ -192,21 +192,43 @@ def test_with_every_worker_in_each_update_every_batch_is_exactly_one_version_old
 
 
 class OverlapProbe(ScriptedPool):
-    """Records, at each wait, whether a learner step was running on another thread then.
-    A wait gives the step up to 2 s to start: without overlap it never does."""
+    """Records, at each wait, whether a learner step was under way on another thread.
+
+    A handshake, not a clock: a step says it has begun (`in_step`) and then holds until
+    a wait has seen it (`seen`), so a step that overlaps the driver's next wait is seen
+    however late the driver gets there. A wait with no step under way waits for one to
+    begin for up to PATIENCE_S and records False; that time is spent only when the
+    steps do not overlap the waits (then each step also holds PATIENCE_S in vain)."""
+
+    PATIENCE_S = 10.0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.running = threading.Event()
+        self.in_step = threading.Event()
+        self.seen = threading.Event()
         self.overlapped: list[bool] = []
 
     def wait(self, num, resubmit=None):
-        self.overlapped.append(self.running.wait(2.0) if self.deliveries else False)
+        running = False
+        if self.deliveries:  # the first wait has no step to overlap
+            running = self.in_step.wait(self.PATIENCE_S)
+            if running:
+                self.seen.set()
+        self.overlapped.append(running)
         return super().wait(num, resubmit)
+
+    def step_begins(self, wait_to_be_seen: bool):
+        """Run by each learner step before it computes: announce the step and, unless no
+        wait can come while it runs, hold until one has seen it."""
+        self.in_step.set()
+        if wait_to_be_seen:
+            self.seen.wait(self.PATIENCE_S)
+        self.seen.clear()
+        self.in_step.clear()
 
 
 def run_overlapped(tmp_path, pool, **cfg_fields):
-    """run_loop with learner_thread, and a learner step that takes 0.2 s and says so."""
+    """run_loop with learner_thread; an OverlapProbe pool watches each learner step."""
     cfg = Config(envs_per_worker=N, rollout_length=T, hidden_sizes=(8,), log_every_s=1e9,
                  checkpoint_every=10**6, mode="async", learner_thread=True, **cfg_fields)
     space = probe_space(cfg.env, cfg.vectorization)
@@ -214,17 +236,19 @@ def run_overlapped(tmp_path, pool, **cfg_fields):
     pool.plan = make_plan(cfg, pool.n)
     progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
     with Trainer(cfg, run, pool, space, False, progress) as trainer:
-        step, threads = trainer.learner.step, []
+        step, threads, stepped = trainer.learner.step, [], [0]
 
-        def slow_step(batch):
-            threads.append(threading.current_thread() is threading.main_thread())
+        def watched_step(batch):
+            on_main = threading.current_thread() is threading.main_thread()
+            threads.append(on_main)
+            stepped[0] += batch.env_steps
             if isinstance(pool, OverlapProbe):
-                pool.running.set()
-                time.sleep(0.2)
-                pool.running.clear()
+                # No wait comes while the main thread itself steps, nor after the step
+                # that completes the budget (the loop ends): those need not be seen.
+                pool.step_begins(not on_main and stepped[0] < cfg.total_env_steps)
             return step(batch)
 
-        trainer.learner.step = slow_step
+        trainer.learner.step = watched_step
         trainer.loop(StopSignals())
     return trainer, threads
 

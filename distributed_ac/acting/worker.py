@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from distributed_ac.acting.policy import Policy
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
@@ -73,7 +74,7 @@ class RolloutWorker:
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = space_of(self.envs, cfg.env)
-        self.policy = Policy(self.space, cfg.activation)
+        self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
         # Distinct, reproducible streams per worker: env seeds and action sampling.
         seed = cfg.seed + 10_007 * worker_id
         self.rng = np.random.default_rng(seed)
@@ -93,7 +94,7 @@ class RolloutWorker:
     def info(self) -> dict:
         """Where this worker runs and what it uses (the driver logs it)."""
         return {"worker_id": self.worker_id, "pid": os.getpid(), "rss_mb": resident_mb(),
-                "uses_tensorflow": self.policy.uses_tensorflow}
+                "encoder": self.policy.spec.encoder}
 
     def load(self, weights: Weights) -> int:
         """Take a bundle now without collecting (the broadcast benchmark); returns its version."""

@@ -8,7 +8,7 @@ Phases, each a rate (the median of `repeats` timed windows, every window listed)
   broadcast  publish a Weights bundle and have every Ray worker load it     broadcasts/s
   e2e_sync / e2e_async   real training on local Ray (the loop after its first update)
 
-Every phase measures the network the config and the env select (config.torso_for: auto
+Every phase measures the network the config and the env select (models.spec: auto
 is the Nature CNN for image observations): workers act with that torso's NumPy twin and
 the learner trains it on [T, N, H, W, C] frames of the env's dtype (uint8 for Atari,
 as a real batch carries them). On ALE ids each rate of agent
@@ -48,30 +48,36 @@ import numpy as np
 
 from distributed_ac.bench.record import record
 from distributed_ac.config.plan import learner_tf_threads, make_plan
-from distributed_ac.config.schema import Config, torso_for
+from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.processes import die_with_parent, run_in_child, stop_children
 from distributed_ac.envs.vector import EnvSpace, space_for, space_of, vector_env_for
+from distributed_ac.models import spec as names
+from distributed_ac.models.spec import ModelSpec
 
 
 # ---- synthetic inputs -------------------------------------------------------------
 def random_weights(cfg: Config, space: EnvSpace, version: int = 1) -> Weights:
-    """A Weights bundle in the layout the learner publishes for this config and space: an
-    MLP's made here with NumPy; a CNN torso's is what a fresh Learner publishes
-    (learner_weights), so the bundle cannot drift from cnn.py's order and shapes."""
-    if torso_for(cfg, space.obs_shape) != "mlp":
+    """A Weights bundle with the parts the learner publishes for this config and space: an
+    MLP's made here with NumPy; a CNN encoder's is what a fresh Learner publishes
+    (learner_weights), so the bundle cannot drift from keras_cnn.py's order and shapes."""
+    spec = ModelSpec.of(cfg, space)
+    if spec.encoder != "mlp":
         return with_version(learner_weights(cfg, space), version)
     rng = np.random.default_rng(cfg.seed)
 
-    def mlp(sizes):
+    def dense(sizes):
         return [a for n_in, n_out in zip(sizes[:-1], sizes[1:])
                 for a in ((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
                           np.zeros(n_out, np.float32))]
 
-    actor = mlp([space.obs_dim, *cfg.hidden_sizes, space.num_actions])
-    if not space.discrete:
-        actor.append(np.full(space.num_actions, cfg.log_std_init, np.float32))
-    return Weights(version, version, actor, mlp([space.obs_dim, *cfg.hidden_sizes, 1]))
+    features = [space.obs_dim, *cfg.hidden_sizes]
+    parts = {names.ACTOR_ENCODER: dense(features),
+             names.ACTOR_HEAD: dense([features[-1], space.num_actions]),
+             names.TARGET_ENCODER: dense(features), names.TARGET_HEAD: dense([features[-1], 1])}
+    if spec.head == "tanh_gaussian":
+        parts[names.LOG_STD] = [np.full(space.num_actions, cfg.log_std_init, np.float32)]
+    return Weights(version, version, parts)
 
 
 def with_version(weights: Weights, version: int) -> Weights:
@@ -234,7 +240,7 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
     if errors:
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
-    torso = {"torso": weights.torso} if weights else {}
+    torso = {"torso": ModelSpec.of(cfg, space_for(cfg)).encoder} if weights else {}
     return record(kind, cfg, workers, per_window, worker_envs(cfg) * cfg.rollout_length,
                   process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **torso)
 
@@ -275,7 +281,7 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     weights_ms = (time.perf_counter() - t0) / 20 * 1e3
     return record("learner", cfg, workers, rates, T * N, device=learner.device,
                   first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3),
-                  tf_threads=learner.threads or None, torso=learner.nets.torso)
+                  tf_threads=learner.threads or None, torso=learner.spec.encoder)
 
 
 def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: int,

@@ -92,7 +92,7 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     cfg, space, learner, path = load_trained(run_dir)  # checks the path, then loads TF
     from distributed_ac.run.checkpoint import read_counters
 
-    policy = Policy(space, cfg.activation)
+    policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     base = 2**31 + cfg.seed if seed is None else seed
     returns = run_episodes(cfg, policy, episodes, deterministic, base, video)

@@ -19,42 +19,47 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import keras
 import tensorflow as tf
 
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
-from distributed_ac.learning.networks import path_variables
-from distributed_ac.models import keras_cnn
-from distributed_ac.models.cnn import bundle_size
+from distributed_ac.models import keras_cnn, keras_heads, keras_mlp
+from distributed_ac.models import spec as names
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.run.rundir import RunDirError
 
 
+def _copy(nets, part_names) -> dict[str, list]:
+    """Each part's arrays as new, untrainable variables: the SavedModel holds no Keras object."""
+    return {n: [tf.Variable(v.numpy(), trainable=False) for v in vs]
+            for n, vs in nets.bundle(part_names).items()}
+
+
+def _encoder_tf(spec: ModelSpec, arrays: list, x):
+    if spec.encoder == "mlp":
+        return keras_mlp.tf_forward(arrays, x, spec.activation)
+    return keras_cnn.tf_forward(spec.encoder, arrays, x)
+
+
 class PolicyModule(tf.Module):
-    def __init__(self, nets, space: EnvSpace, activation: str):
+    """The actor's and the critic's parts, by name, with a plain-TF forward pass per part."""
+
+    def __init__(self, nets, space: EnvSpace):
         super().__init__(name="policy")
-        copy = lambda layers: [tf.Variable(v.numpy(), trainable=False)  # noqa: E731
-                               for v in path_variables(layers)]
-        self.actor_params, self.critic_params = copy(nets.actor_path), copy(nets.critic_path)
+        self.spec, self._space = nets.spec, space
+        self.actor_parts = _copy(nets, (names.ACTOR_ENCODER, names.ACTOR_HEAD))
+        # the shared topology's critic reads the actor's encoder: one copy of it
+        self.critic_parts = {names.CRITIC_HEAD: _copy(nets, (names.CRITIC_HEAD,))[names.CRITIC_HEAD],
+                             names.CRITIC_ENCODER: (self.actor_parts[names.ACTOR_ENCODER]
+                                                    if self.spec.shared else
+                                                    _copy(nets, (names.CRITIC_ENCODER,))
+                                                    [names.CRITIC_ENCODER])}
         # normalize_obs: the statistics as constants of the graph, so it takes raw observations
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
-        self._activation = keras.activations.get(activation)  # traced into plain TF ops
-        self._space, self._torso = space, nets.torso
         obs = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs")
         self.action = tf.function(self._action, input_signature=[obs])
         self.value = tf.function(self._value, input_signature=[obs])
-
-    def _mlp(self, params, x):
-        if self._torso != "mlp":  # the CNN's arrays come first (the Weights layout)
-            k = bundle_size(self._torso)
-            params, x = params[k:], keras_cnn.tf_forward(self._torso, params[:k], x)
-        n = len(params) // 2
-        for i in range(n):
-            x = tf.matmul(x, params[2 * i]) + params[2 * i + 1]
-            if i < n - 1:
-                x = self._activation(x)
-        return x
 
     def _input(self, obs):
         if self._norm is None:
@@ -63,7 +68,9 @@ class PolicyModule(tf.Module):
         return tf.clip_by_value((obs - mean) * inv_std, -clip, clip)
 
     def _action(self, obs):
-        out = self._mlp(self.actor_params, self._input(obs))
+        p = self.actor_parts
+        out = keras_heads.tf_linear(p[names.ACTOR_HEAD],
+                                    _encoder_tf(self.spec, p[names.ACTOR_ENCODER], self._input(obs)))
         s = self._space
         if s.discrete:
             return tf.argmax(out, axis=-1) + s.action_start
@@ -71,7 +78,9 @@ class PolicyModule(tf.Module):
                              tf.constant(s.action_high, tf.float32))
 
     def _value(self, obs):
-        return self._mlp(self.critic_params, self._input(obs))[:, 0]
+        p = self.critic_parts
+        features = _encoder_tf(self.spec, p[names.CRITIC_ENCODER], self._input(obs))
+        return keras_heads.tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
 
 
 def export(run_dir: str | Path, out: str | Path) -> dict:
@@ -84,7 +93,7 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
         raise RunDirError(f"{out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
     cfg, space, learner, path = load_trained(run_dir)
-    module = PolicyModule(learner.nets, space, cfg.activation)
+    module = PolicyModule(learner.nets, space)
     signatures = {"serving_default": tf.function(lambda obs: {"action": module.action(obs)},
                                                  input_signature=module.action.input_signature),
                   "value": tf.function(lambda obs: {"value": module.value(obs)},

@@ -98,8 +98,8 @@ class Config:
     """What a CNN torso computes in on the learner. bfloat16 = Keras mixed precision: the torso's convolutions and dense layer run in bfloat16 while every variable, the optimizers' state, the heads and the losses stay float32. It pays on GPUs with bfloat16 tensor cores and on CPUs with AMX or AVX512-BF16 (the Nature CNN's forward + backward: 1.6x on this project's 2-core machine, benchmarks/RESULTS.md, "Pixels"). Workers, evaluation and exports compute in float32 from the same float32 weights; a bfloat16 learner's log-probabilities differ from the workers' by bfloat16 rounding (~1e-2), which the importance ratios absorb. MLP torsos always compute in float32."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
-    activation: str = "tanh"
-    """Hidden activation (a Keras activation name). tanh/relu/elu/sigmoid/silu/swish/linear have a NumPy twin on the workers; others (gelu among them: exact gelu needs erf, which NumPy lacks) make workers import TensorFlow, ~500 MB each."""
+    activation: Literal["tanh", "relu", "elu", "sigmoid", "silu", "swish", "linear"] = "tanh"
+    """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
 
@@ -260,39 +260,6 @@ def _check_ranges(c: Config) -> None:
             f"total_env_steps ({c.total_env_steps}) is smaller than one batch "
             f"(rollout_length x {name} = {c.rollout_length * envs})"
         )
-
-
-NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
-
-
-def torso_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
-    """The torso a run builds for observations of `obs_shape` (auto resolved); a torso or
-    normalize_obs that cannot work with them is a ConfigError. Checked once the env's
-    spaces are known, which a Config alone does not know."""
-    image = len(obs_shape) == 3
-    torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
-    shape = "x".join(str(d) for d in obs_shape)
-    if image and torso == "mlp":
-        raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
-                          "images (use --torso nature or impala)")
-    if not image and torso != "mlp":
-        raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
-                          f"gives {shape} vectors (use --torso mlp)")
-    if torso == "mlp" and cfg.cnn_precision != "float32":
-        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
-                          "always computes in float32 (drop --cnn-precision)")
-    if image and cfg.normalize_obs is True:
-        raise ConfigError("normalize_obs is for vector observations; image observations "
-                          "are scaled by 1/255 inside the network instead")
-    if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
-        raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
-                          f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
-    return torso
-
-
-def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
-    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved)."""
-    return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3
 
 
 FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Config))

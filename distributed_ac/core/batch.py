@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from distributed_ac.core.normalization import merge_all, normalize_np
+from distributed_ac.core.normalization import merge_all
 
 
 @dataclasses.dataclass
@@ -81,39 +81,17 @@ ARRAY_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "mask",
 
 
 @dataclasses.dataclass
-class ObsNorm:
-    """The learner's observation statistics as the policy applies them (normalize_obs)."""
-
-    mean: np.ndarray  # [obs_dim] float32
-    inv_std: np.ndarray  # [obs_dim] float32: 1 / sqrt(var + eps)
-    clip: float
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return normalize_np(obs, self.mean, self.inv_std, self.clip)
-
-
-@dataclasses.dataclass
 class Weights:
-    """A versioned bundle the learner publishes once per version.
-
-    `actor` and `v_target` are the Dense kernels and biases along each network's path from
-    observation to output ([W0, b0, W1, b1, ...]); the actor's list ends with the
-    state-independent log_std for Box actions. The shared trunk, when there is one, is the
-    first layers of both paths (V_target has its own copy of the trunk). With a CNN
-    `torso` each path begins with the torso's arrays (numpy_cnn.bundle_size of them: conv
-    kernels [kh, kw, C_in, C_out] and biases, then its dense layer; cnn.py gives the
-    order), followed by the head's kernel and bias.
-    """
+    """A versioned bundle the learner publishes once per version: each part's arrays under
+    its name ("actor.encoder", "actor.head", "actor.log_std", "v_target.encoder",
+    "v_target.head", "obs_norm"; models/spec.py), in the order that part's Keras layer
+    gives them (`bundle_variables`) and its NumPy twin reads them. The shared topology's
+    encoder travels once, as the actor's; V_target always has its own."""
 
     version: int
     target_version: int
-    actor: list[np.ndarray]
-    v_target: list[np.ndarray]
-    obs_norm: ObsNorm | None = None  # applied to observations before both networks
-    torso: str = "mlp"  # mlp, nature or impala: how the policy reads the arrays above
+    parts: dict[str, list[np.ndarray]]
 
-    def actor_parts(self, discrete: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """The actor's dense [W0, b0, ...] and its log_std (None for Discrete actions)."""
-        if discrete:
-            return list(self.actor), None
-        return list(self.actor[:-1]), self.actor[-1]
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for arrays in self.parts.values() for a in arrays)

@@ -71,7 +71,7 @@ def _minibatch_step(learner, obs, actions, targets, adv, mask, old_logp):
         a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
                                                 cfg.clip_ratio, cfg.entropy_coef)
         c_loss, c_m = losses.critic_loss(v, targets, mask)
-        actor_total = a_loss + cfg.vf_coef * c_loss if nets.shared_trunk else a_loss
+        actor_total = a_loss + cfg.vf_coef * c_loss if nets.shared else a_loss
     a_norm, c_norm, finite = learner.apply_gradients(tape, actor_total, c_loss)
     del tape
     m = {**a_m, **c_m, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}

@@ -22,17 +22,16 @@ import tensorflow as tf
 
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
-from distributed_ac.core.batch import Batch, ObsNorm, Weights
+from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import DeviceError, NonFiniteLossError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, clipped, distributions, losses
 from distributed_ac.learning.networks import (
     RunningMoments,
-    actor_bundle_variables,
     build_networks,
-    path_variables,
     sync_target,
 )
+from distributed_ac.models.spec import OBS_NORM, TARGET_PARTS, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,8 @@ class Learner:
         log.info("learner device: %s", self.device)
         keras.utils.set_random_seed(cfg.seed)
         with tf.device(self.device):
-            self.nets = build_networks(cfg, space)
+            self.spec = ModelSpec.of(cfg, space)
+            self.nets = build_networks(self.spec, space, cfg.seed)
             self.decay_steps = {  # float32: ExponentialDecay divides the step count by it
                 name: tf.Variable(float(steps or AUTO_DECAY_STEPS), trainable=False,
                                   name=f"{name}_decay_steps")
@@ -103,8 +103,8 @@ class Learner:
         self._nonfinite_streak = 0
         self.policy_version = 0
         self.target_version = 0
-        self._target_arrays: list[np.ndarray] | None = None
-        self._actor_arrays: tuple[int, list[np.ndarray]] | None = None  # (version, arrays)
+        self._target_arrays: dict[str, list[np.ndarray]] | None = None
+        self._actor_arrays: tuple[int, dict] | None = None  # (version, {part: arrays})
         # autograph off: the step has no tensor-dependent Python control flow, and errors
         # raised while tracing (NoGradientError) then reach the caller unwrapped.
         # Two variants, traced on first use: the step alone, and the step followed by the
@@ -219,8 +219,7 @@ class Learner:
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
-        return packed, self._actor_tensors(), [tf.identity(v.value) for v in
-                                               path_variables(nets.target_path)]
+        return packed, self._actor_tensors(), self._tensors(TARGET_PARTS)
 
     def _one_step(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
                   shape):
@@ -235,7 +234,7 @@ class Learner:
                 adv = self._normalize(adv, mask)
             a_loss, a_metrics = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
             c_loss, c_metrics = losses.critic_loss(v, targets, mask)
-            actor_total = a_loss + c.vf_coef * c_loss if nets.shared_trunk else a_loss
+            actor_total = a_loss + c.vf_coef * c_loss if nets.shared else a_loss
         a_norm, c_norm, applied = self.apply_gradients(tape, actor_total, c_loss)
         del tape
         metrics = {**a_metrics, **c_metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
@@ -297,13 +296,18 @@ class Learner:
                                        -REWARD_CLIP, REWARD_CLIP)
         return rewards * self.cfg.reward_scale
 
-    def _actor_tensors(self) -> list:
-        """The actor's part of a Weights bundle (then the observation statistics' mean
-        and 1 / std with normalize_obs), read inside the step."""
-        tensors = [tf.identity(v.value) for v in actor_bundle_variables(self.nets)]
+    def _tensors(self, part_names) -> dict[str, list]:
+        """{part: its arrays} read inside the step (saves an eager read per variable)."""
+        return {n: [tf.identity(v.value) for v in vs]
+                for n, vs in self.nets.bundle(part_names).items()}
+
+    def _actor_tensors(self) -> dict[str, list]:
+        """The actor's parts of a Weights bundle, and with normalize_obs the observation
+        statistics (mean and 1 / std) the workers apply before it."""
+        tensors = self._tensors(self.spec.actor_parts)
         norm = self.nets.obs_norm
         if norm is not None:
-            tensors += [tf.cast(norm.mean, tf.float32), norm.inv_std()]
+            tensors[OBS_NORM] = [tf.cast(norm.mean, tf.float32), norm.inv_std()]
         return tensors
 
     @staticmethod
@@ -342,10 +346,10 @@ class Learner:
         self._nonfinite_streak = 0
         self.updates += 1
         self.policy_version += 1
-        self._actor_arrays = (self.policy_version, [a.numpy() for a in actor])  # (+ obs stats)
+        self._actor_arrays = (self.policy_version, _numpy(actor))
         if sync:  # the step already synced V_target
             self.target_version += 1
-            self._target_arrays = [t.numpy() for t in target]
+            self._target_arrays = _numpy(target)
         return metrics
 
     def plan(self, plan: RunPlan) -> dict[str, int]:
@@ -393,17 +397,15 @@ class Learner:
         self._target_arrays = self._actor_arrays = None  # the variables were just restored
 
     def weights(self) -> Weights:
-        """The versioned bundle the workers act and bootstrap with."""
-        norm = self.nets.obs_norm
+        """The versioned bundle the workers act and bootstrap with, by part name."""
         if self._actor_arrays is not None and self._actor_arrays[0] == self.policy_version:
             actor = self._actor_arrays[1]  # what the last step returned
         else:
-            actor = [v.numpy() for v in actor_bundle_variables(self.nets)]
-            actor += list(norm.numpy_params()) if norm is not None else []
+            actor = _numpy(self._actor_tensors())
         if self._target_arrays is None:  # V_target changes only on sync
-            self._target_arrays = [v.numpy() for v in path_variables(self.nets.target_path)]
-        obs_norm = None
-        if norm is not None:  # the step returned the statistics after the actor's arrays
-            actor, obs_norm = actor[:-2], ObsNorm(actor[-2], actor[-1], norm.clip)
-        return Weights(self.policy_version, self.target_version, actor, self._target_arrays,
-                       obs_norm, self.nets.torso)
+            self._target_arrays = _numpy(self._tensors(TARGET_PARTS))
+        return Weights(self.policy_version, self.target_version, {**actor, **self._target_arrays})
+
+
+def _numpy(parts: dict) -> dict[str, list[np.ndarray]]:
+    return {n: [np.asarray(a) for a in arrays] for n, arrays in parts.items()}

@@ -1,14 +1,12 @@
-"""Keras builders for the actor, the critic V and its exact copy V_target. No losses here.
+"""The actor, the critic V and its exact copy V_target, assembled from the model's named
+parts (models/spec.py): an encoder and a head each, as Keras layers. No losses here.
 
 Two topologies:
-- separate: actor and critic are physically separate MLPs (no variable in common);
-- shared:   one trunk of Dense layers feeds both a policy head and a value head. The
-            trunk's variables are the very same objects in both paths (tests check it).
+- separate: actor and critic have encoders of their own (no variable in common);
+- shared:   one encoder feeds both heads: `parts["critic.encoder"]` is the very object
+            `parts["actor.encoder"]` is (tests check it).
 
-Every network is a chain of layers, and `Networks.*_path` lists them from observation to
-output, which is how Weights bundles are laid out for the NumPy policy: Dense layers
-(MLP torso), or one CNN torso layer (keras_cnn.py, image observations) then the head.
-V_target always has its own variables (its own trunk copy too): it is V, frozen between
+V_target always has its own variables (its own encoder too): it is V, frozen between
 syncs. With normalize_obs, all three read observations through one ObsNormalizer (the
 running statistics; the Keras models themselves take normalised input).
 """
@@ -21,26 +19,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from distributed_ac.config.schema import Config, obs_normalized, torso_for
 from distributed_ac.core import normalization
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.models import keras_cnn
-
-
-class LogStd(keras.layers.Layer):
-    """State-independent log standard deviation of the Gaussian over u (pre-tanh)."""
-
-    def __init__(self, dim: int, init: float = 0.0, **kwargs):
-        super().__init__(**kwargs)
-        self.dim, self.init = dim, init
-        self.log_std = self.add_weight(name="log_std", shape=(dim,),
-                                       initializer=keras.initializers.Constant(init))
-
-    def call(self, mean):
-        return tf.zeros_like(mean) + self.log_std
-
-    def get_config(self):
-        return {**super().get_config(), "dim": self.dim, "init": self.init}
+from distributed_ac.models import spec as names
+from distributed_ac.models.keras_heads import DenseHead, LogStd
+from distributed_ac.models.keras_mlp import MLPEncoder
+from distributed_ac.models.spec import ModelSpec
 
 
 class RunningMoments(tf.Module):
@@ -94,126 +79,103 @@ class ObsNormalizer(RunningMoments):
                 (1.0 / np.sqrt(self.var.numpy() + normalization.EPS)).astype(np.float32))
 
 
-
 @dataclasses.dataclass
 class Networks:
+    spec: ModelSpec
     actor: keras.Model  # obs -> logits, or [mean, log_std]
     critic: keras.Model  # obs -> V(obs) [B, 1]
-    v_target: keras.Model  # obs -> V_target(obs) [B, 1], same architecture as critic
-    actor_path: list  # layers obs -> actor output (trunk first when shared)
-    critic_path: list  # layers obs -> V
-    target_path: list  # layers obs -> V_target
-    log_std: LogStd | None
-    shared_trunk: list  # the trunk's layers (empty when separate)
+    v_target: keras.Model  # obs -> V_target(obs) [B, 1], the critic's architecture
+    parts: dict  # part name (models/spec.py) -> its Keras layer
     obs_norm: ObsNormalizer | None = None  # running observation statistics (normalize_obs)
-    torso: str = "mlp"  # mlp, nature or impala: how the paths begin
+
+    @property
+    def shared(self) -> bool:
+        return self.spec.shared
+
+    def _trainable(self, names_: tuple) -> list:
+        return [v for n in names_ if n in self.parts for v in self.parts[n].trainable_variables]
 
     @property
     def actor_variables(self) -> list:
-        """What the actor optimizer updates: the actor path (trunk included when shared)."""
-        extra = [self.log_std.log_std] if self.log_std is not None else []
-        return [v for layer in self.actor_path for v in layer.trainable_variables] + extra
-
-    def actor_and_value(self, obs):
-        """The actor's output and V(obs) [B, 1] from one pass over the trunk. In the shared
-        topology calling `actor` and then `critic` would run the trunk (a CNN, for pixels)
-        twice forward and twice backward; here both heads read the one set of features.
-        The gradients are the same: the trunk's is the sum of what each head sends back."""
-        if not self.shared_trunk:
-            return self.actor(obs), self.critic(obs)
-        features = _chain(obs, self.shared_trunk)
-        pi = self.actor_path[-1](features)
-        if self.log_std is not None:
-            pi = [pi, self.log_std(pi)]
-        return pi, self.critic_path[-1](features)
+        """What the actor optimizer updates: encoder (the shared one too), head, log_std."""
+        return self._trainable((names.ACTOR_ENCODER, names.ACTOR_HEAD, names.LOG_STD))
 
     @property
     def critic_variables(self) -> list:
-        """What the critic optimizer updates: the critic path minus any shared trunk."""
-        trunk = {id(v) for layer in self.shared_trunk for v in layer.trainable_variables}
-        return [v for layer in self.critic_path for v in layer.trainable_variables
-                if id(v) not in trunk]
+        """What the critic optimizer updates: the critic's encoder when it has its own,
+        and its value head."""
+        own = (names.CRITIC_HEAD,) if self.shared else (names.CRITIC_ENCODER, names.CRITIC_HEAD)
+        return self._trainable(own)
+
+    def actor_and_value(self, obs):
+        """The actor's output and V(obs) [B, 1] from one pass over the encoder. In the shared
+        topology calling `actor` and then `critic` would run the encoder (a CNN, for
+        pixels) twice forward and twice backward; here both heads read one set of features.
+        The gradients are the same: the encoder's is the sum of what each head sends back."""
+        if not self.shared:
+            return self.actor(obs), self.critic(obs)
+        features = self.parts[names.ACTOR_ENCODER](obs)
+        pi = self.parts[names.ACTOR_HEAD](features)
+        if names.LOG_STD in self.parts:
+            pi = [pi, self.parts[names.LOG_STD](pi)]
+        return pi, self.parts[names.CRITIC_HEAD](features)
+
+    def path(self, network: str) -> list:
+        """One network's variables from observation to output, encoder first, in bundle
+        order: network is "actor", "critic" or "v_target"."""
+        return [v for n in (f"{network}.encoder", f"{network}.head", f"{network}.log_std")
+                if n in self.parts for v in self.parts[n].bundle_variables]
+
+    def bundle(self, part_names) -> dict[str, list]:
+        """{part name: its variables in bundle order} for the parts this model has."""
+        return {n: self.parts[n].bundle_variables for n in part_names if n in self.parts}
 
 
-def _dense_stack(cfg: Config, prefix: str, seed: int) -> list:
-    init = keras.initializers.Orthogonal
-    return [keras.layers.Dense(h, activation=cfg.activation, name=f"{prefix}_{i}",
-                               kernel_initializer=init(gain=2 ** 0.5, seed=seed + i))
-            for i, h in enumerate(cfg.hidden_sizes)]
+def _encoder(spec: ModelSpec, prefix: str, seed: int):
+    if spec.encoder == "mlp":
+        return MLPEncoder(spec.hidden_sizes, spec.activation, seed, prefix, name=f"{prefix}_mlp")
+    return keras_cnn.make_torso(spec.encoder, f"{prefix}_{spec.encoder}", seed, spec.cnn_precision)
 
 
-def _trunk(cfg: Config, torso: str, prefix: str, seed: int) -> list:
-    """A network's layers before its head: Dense layers, or one CNN torso layer."""
-    if torso == "mlp":
-        return _dense_stack(cfg, prefix, seed)
-    return [keras_cnn.make_torso(torso, f"{prefix}_{torso}", seed, cfg.cnn_precision)]
-
-
-def _head(units: int, name: str, gain: float, seed: int):
-    # Small init on the policy head keeps the initial policy close to uniform (cleanRL).
-    return keras.layers.Dense(units, activation=None, name=name,
-                              kernel_initializer=keras.initializers.Orthogonal(gain=gain, seed=seed))
-
-
-def _chain(inp, layers):
-    x = inp
-    for layer in layers:
-        x = layer(x)
-    return x
-
-
-def build_networks(cfg: Config, space: EnvSpace) -> Networks:
-    """Build actor, critic and V_target for `space`; V_target starts equal to V."""
-    s = cfg.seed * 1000
-    torso = torso_for(cfg, space.obs_shape)
+def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
+    """Build actor, critic and V_target for `spec`; V_target starts equal to V."""
+    s = seed * 1000
+    critic_encoder = _encoder(spec, "trunk" if spec.shared else "critic", s + 100)
+    parts = {names.CRITIC_ENCODER: critic_encoder,
+             names.ACTOR_ENCODER: critic_encoder if spec.shared else _encoder(spec, "actor", s),
+             # a small init keeps a new policy near uniform (cleanRL)
+             names.ACTOR_HEAD: DenseHead(spec.num_actions, "pi_head", 0.01, s + 200),
+             names.CRITIC_HEAD: DenseHead(1, "v_head", 1.0, s + 300),
+             names.TARGET_ENCODER: _encoder(spec, "target", s + 400),
+             names.TARGET_HEAD: DenseHead(1, "target_v_head", 1.0, s + 500)}
     inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
-    shared_topology = cfg.topology == "shared"
-    critic_trunk = _trunk(cfg, torso, "trunk" if shared_topology else "critic", s + 100)
-    if shared_topology:
-        actor_trunk = shared = critic_trunk
-    else:
-        actor_trunk, shared = _trunk(cfg, torso, "actor", s), []
-    pi_head = _head(space.num_actions, "pi_head", 0.01, s + 200)
-    v_head = _head(1, "v_head", 1.0, s + 300)
-    actor_path, critic_path = actor_trunk + [pi_head], critic_trunk + [v_head]
-    pi_out = _chain(inp, actor_path)
-    log_std = None
-    if not space.discrete:
-        log_std = LogStd(space.num_actions, cfg.log_std_init, name="log_std")
-        pi_out = [pi_out, log_std(pi_out)]
+    pi_out = parts[names.ACTOR_HEAD](parts[names.ACTOR_ENCODER](inp))
+    if spec.head == "tanh_gaussian":
+        parts[names.LOG_STD] = LogStd(spec.num_actions, spec.log_std_init, name="log_std")
+        pi_out = [pi_out, parts[names.LOG_STD](pi_out)]
     actor = keras.Model(inp, pi_out, name="actor")
-    critic = keras.Model(inp, _chain(inp, critic_path), name="critic")
-
-    target_path = _trunk(cfg, torso, "target", s + 400) + [_head(1, "target_v_head", 1.0, s + 500)]
+    critic = keras.Model(inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](inp)),
+                         name="critic")
     t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
-    v_target = keras.Model(t_inp, _chain(t_inp, target_path), name="v_target")
+    v_target = keras.Model(t_inp, parts[names.TARGET_HEAD](parts[names.TARGET_ENCODER](t_inp)),
+                           name="v_target")
     v_target.trainable = False
-    obs_norm = (ObsNormalizer(space.obs_dim, cfg.obs_clip) if obs_normalized(cfg, space.obs_shape)
-                else None)
-    nets = Networks(actor, critic, v_target, actor_path, critic_path, target_path, log_std, shared,
-                    obs_norm, torso)
+    obs_norm = ObsNormalizer(space.obs_dim, spec.obs_clip) if spec.obs_norm else None
+    nets = Networks(spec, actor, critic, v_target, parts, obs_norm)
     sync_target(nets, 1.0)
     return nets
 
 
-def path_variables(path: list) -> list:
-    """[kernel0, bias0, kernel1, bias1, ...] along a path (the Weights layout); a CNN
-    torso contributes its arrays in keras_cnn.py's bundle order."""
-    return [v for layer in path
-            for v in getattr(layer, "bundle_variables", None) or (layer.kernel, layer.bias)]
-
-
-def actor_bundle_variables(nets: Networks) -> list:
-    """The actor's part of a Weights bundle, in its one layout: the actor path's kernels
-    and biases, then (Box actions) the state-independent log_std."""
-    extra = [nets.log_std.log_std] if nets.log_std is not None else []
-    return path_variables(nets.actor_path) + extra
+CRITIC_TO_TARGET = ((names.CRITIC_ENCODER, names.TARGET_ENCODER),
+                    (names.CRITIC_HEAD, names.TARGET_HEAD))
 
 
 def sync_target(nets: Networks, tau: float) -> None:
     """V_target <- tau * V + (1 - tau) * V_target; tau = 1 is an exact copy."""
-    for t, v in zip(path_variables(nets.target_path), path_variables(nets.critic_path)):
-        if tau == 1.0:
-            t.assign(v)
-        else:
-            t.assign(tau * v + (1.0 - tau) * t)
+    for critic_part, target_part in CRITIC_TO_TARGET:
+        for t, v in zip(nets.parts[target_part].bundle_variables,
+                        nets.parts[critic_part].bundle_variables):
+            if tau == 1.0:
+                t.assign(v)
+            else:
+                t.assign(tau * v + (1.0 - tau) * t)

@@ -135,3 +135,17 @@ class NumpyTorso:
                 y = next(convs)(np.maximum(x, np.float32(0.0)))
                 x = x + next(convs)(relu(y))
         return np.maximum(x, np.float32(0.0))
+
+
+class CNNEncoder:
+    """The nature or impala encoder over its part's arrays (keras_cnn.py's bundle order)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.torso: NumpyTorso | None = None
+
+    def load(self, arrays: list[np.ndarray]) -> None:
+        self.torso = NumpyTorso(self.kind, arrays)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.torso(x)

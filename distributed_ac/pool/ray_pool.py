@@ -194,8 +194,7 @@ class RayPool:
         """
         key = (weights.version, weights.target_version)
         if self._published is None or self._published[:2] != key:
-            size = sum(a.nbytes for a in (*weights.actor, *weights.v_target))
-            inline = size <= INLINE_BYTES
+            inline = weights.nbytes <= INLINE_BYTES
             self._published = (*key, weights if inline else ray.put(weights))
         return self._published[2]
 

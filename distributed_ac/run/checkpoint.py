@@ -83,11 +83,29 @@ def _numpy(var):
     return {k: _numpy(v) for k, v in var.items()} if isinstance(var, dict) else var.numpy()
 
 
+# The model's layout in checkpoints: 2 = the model of named parts (0.2). Checkpoints of
+# 0.1 hold a positional layout and no such variable; they are refused with one line.
+MODEL_LAYOUT = 2
+LAYOUT_KEY = "model_layout/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 def _model_objects(nets) -> dict:
-    """What evaluate and export need: the networks, and the observation statistics with
-    normalize_obs (only then, so runs without it keep their checkpoint layout)."""
+    """What evaluate and export need: the networks, the layout they were saved in, and the
+    observation statistics with normalize_obs (only then)."""
     norm = {"obs_norm": nets.obs_norm} if nets.obs_norm is not None else {}
-    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target, **norm}
+    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target,
+            "model_layout": tf.Variable(MODEL_LAYOUT, trainable=False), **norm}
+
+
+def check_layout(path: str) -> None:
+    """CheckpointError unless the checkpoint at `path` holds this version's model layout."""
+    try:
+        names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    except _UNREADABLE:
+        return  # unreadable: the restore that follows says so
+    if LAYOUT_KEY not in names:
+        raise CheckpointError(f"{path} was written by distributed_ac 0.1, whose weights layout "
+                              "this version cannot read; start a new run (or evaluate it with 0.1)")
 
 
 class Checkpointer:
@@ -160,6 +178,8 @@ class Checkpointer:
 
     def restore(self) -> str:
         """Load the newest readable checkpoint into the learner and the RunState."""
+        if self.manager.checkpoints:
+            check_layout(self.manager.checkpoints[-1])
         for path in reversed(self.manager.checkpoints):
             try:
                 self.ckpt.restore(path).assert_existing_objects_matched()
@@ -190,6 +210,7 @@ def restore_networks(run: RunDir, nets) -> str:
     path = tf.train.latest_checkpoint(str(run.checkpoints))
     if path is None:
         raise CheckpointError(f"no checkpoint in {run.checkpoints}")
+    check_layout(path)
     try:
         tf.train.Checkpoint(**_model_objects(nets)).restore(path).expect_partial() \
             .assert_existing_objects_matched()

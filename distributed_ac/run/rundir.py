@@ -130,7 +130,8 @@ def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> Ru
 
 
 def open_run(path: str | os.PathLike, need_checkpoint: bool = True) -> RunDir:
-    """An existing run directory (with a checkpoint, unless told otherwise)."""
+    """An existing run directory (with a checkpoint of this version's layout, unless told
+    that none is needed)."""
     run = RunDir(Path(path))
     if not run.path.is_dir():
         raise RunDirError(f"run directory {run.path} does not exist")
@@ -138,6 +139,8 @@ def open_run(path: str | os.PathLike, need_checkpoint: bool = True) -> RunDir:
         raise RunDirError(f"{run.path} is not a run directory (no config.yaml)")
     if need_checkpoint and not run.has_checkpoint():
         raise RunDirError(f"{run.path} has no checkpoint yet (nothing in {run.checkpoints})")
+    if need_checkpoint:
+        check_layout(run)
     return run
 
 
@@ -163,6 +166,26 @@ def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
     run = open_run(path)
     check_same_network(saved_config(run), cfg, run.path)
     return run
+
+
+# The variable every checkpoint of the model of named parts holds (checkpoint.py). Its
+# name is a key of the checkpoint's .index table, so it can be looked for before
+# TensorFlow loads (a resume is checked before Ray and TensorFlow start).
+LAYOUT_MARKER = b"model_layout/.ATTRIBUTES"
+TABLE_MAGIC = bytes.fromhex("57fb808b247547db")  # ends every complete .index table
+
+
+def check_layout(run: RunDir) -> None:
+    """CheckpointError when the newest checkpoint was written by 0.1 (no layout marker)."""
+    state = run.checkpoints / "checkpoint"
+    match = re.search(r'^model_checkpoint_path: "(.+)"$', state.read_text(), re.M)
+    index = run.checkpoints / f"{match.group(1)}.index" if match else None
+    table = index.read_bytes() if index is not None and index.is_file() else b""
+    # a torn file is not judged here: the restore reports it as unreadable
+    if table.endswith(TABLE_MAGIC) and LAYOUT_MARKER not in table:
+        raise CheckpointError(f"{run.checkpoints / match.group(1)} was written by "
+                              "distributed_ac 0.1, whose weights layout this version cannot "
+                              "read; start a new run (or evaluate it with 0.1)")
 
 
 def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:

@@ -25,10 +25,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from distributed_ac.config.schema import Config, torso_for
+from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
 from distributed_ac.core.errors import NonFiniteLossError, RunStopped
 from distributed_ac.envs.vector import space_for
+from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
 from distributed_ac.run import rundir
@@ -58,7 +59,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     """
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
-    torso_for(cfg, space.obs_shape)  # a torso that cannot read these observations, likewise
+    encoder_for(cfg, space.obs_shape)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
@@ -280,7 +281,7 @@ class Trainer:
         cfg, c, stats = self.cfg, self.state.counters, self.state.stats
         new_steps = c.env_steps - self._session[1]
         return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
-                "torso": self.learner.nets.torso,
+                "torso": self.learner.spec.encoder,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 # null, not NaN (which is not JSON), until an episode has finished
                 "mean_return_100": finite_or_none(stats.mean_return),

@@ -1,0 +1,106 @@
+"""The heads in NumPy: from an encoder's features to an action distribution or a value
+(keras_heads.py builds them for the learner; learning/distributions.py scores them).
+
+- categorical: logits = features @ W + b; actions by Gumbel-max, log-probs by log-softmax.
+- tanh_gaussian: mean = features @ W + b and a state-independent log_std; the sample u
+  is squashed by tanh and rescaled to the Box, and log pi(u) includes the Jacobian.
+- value: features @ W + b, one unit.
+
+`stored` is what a batch keeps of an action (the Discrete index, or the pre-squash u):
+what the learner re-scores. `env_action` is what the env receives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distributed_ac.models.mlp import Dense
+
+LOG_2 = np.float32(np.log(2.0))
+HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
+TINY = np.float32(1e-12)  # keeps the Gumbel draw's log finite when the uniform is 0
+
+
+def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
+    """log(1 - tanh(u)^2), stable for large |u| (the tanh Jacobian)."""
+    return np.float32(2.0) * (LOG_2 - u - np.logaddexp(np.float32(0.0), np.float32(-2.0) * u))
+
+
+class CategoricalHead:
+    def __init__(self, action_start: int = 0):
+        self.dense = Dense("linear", last_linear=True)
+        self.action_start = action_start
+
+    def load(self, parts: dict, prefix: str) -> None:
+        self.dense.load(parts[f"{prefix}.head"])
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """Logits [B, K] (a reused buffer)."""
+        return self.dense(features)
+
+    def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
+        """(stored [B] int32, log pi [B] float32)."""
+        if deterministic:
+            a = logits.argmax(axis=-1)
+        else:  # Gumbel-max: one uniform draw per logit, no per-row loop
+            u = rng.random(logits.shape, dtype=np.float32)
+            a = (logits - np.log(-np.log(np.maximum(u, TINY)))).argmax(axis=-1)
+        # log softmax of the chosen logit only; np.clip and take_along_axis each cost more
+        # than the arithmetic at one call per env step
+        rows = np.arange(len(logits))
+        z = logits - logits[rows, logits.argmax(axis=-1)][:, None]
+        logp = z[rows, a] - np.log(np.exp(z).sum(axis=-1))
+        return a.astype(np.int32), logp.astype(np.float32)
+
+    def env_action(self, stored: np.ndarray) -> np.ndarray:
+        return stored + self.action_start
+
+
+class TanhGaussianHead:
+    def __init__(self, low, high):
+        self.dense = Dense("linear", last_linear=True)
+        self.low = np.asarray(low, np.float32)
+        self.half_range = (np.asarray(high, np.float32) - self.low) / 2
+        self.log_half_range = np.log(self.half_range).sum(dtype=np.float32)
+        self.log_std = np.zeros(0, np.float32)
+
+    def load(self, parts: dict, prefix: str) -> None:
+        self.dense.load(parts[f"{prefix}.head"])
+        self.log_std = np.asarray(parts[f"{prefix}.log_std"][0], np.float32)
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """The Gaussian's mean of u [B, A] (a reused buffer)."""
+        return self.dense(features)
+
+    def sample(self, mean: np.ndarray, rng: np.random.Generator, deterministic: bool):
+        """(stored u [B, A] float32, log pi(u) [B] float32 with the squash's Jacobian)."""
+        std = np.exp(self.log_std)
+        eps = (np.zeros_like(mean) if deterministic
+               else rng.standard_normal(mean.shape, dtype=np.float32))
+        u = (mean + std * eps).astype(np.float32)
+        gauss = -0.5 * eps * eps - self.log_std - HALF_LOG_2PI
+        logp = (gauss - log1m_tanh_sq(u)).sum(axis=-1) - self.log_half_range
+        return u, logp.astype(np.float32)
+
+    def env_action(self, stored: np.ndarray) -> np.ndarray:
+        """u squashed by tanh and rescaled to the Box."""
+        return self.low + (np.tanh(stored) + np.float32(1.0)) * self.half_range
+
+
+class ValueHead:
+    def __init__(self):
+        self.dense = Dense("linear", last_linear=True)
+
+    def load(self, parts: dict, prefix: str) -> None:
+        self.dense.load(parts[f"{prefix}.head"])
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """V [B] (a reused buffer's column)."""
+        return self.dense(features)[:, 0]
+
+
+def action_head(spec, space):
+    """The NumPy head for a ModelSpec's action head."""
+    if spec.head == "categorical":
+        return CategoricalHead(space.action_start)
+    return TanhGaussianHead(space.action_low, space.action_high)

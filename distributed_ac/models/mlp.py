@@ -1,0 +1,95 @@
+"""The MLP encoder and the dense heads in NumPy, over a part's arrays [W0, b0, W1, b1, ...]
+(keras_mlp.py builds the same layers for the learner; a test holds the two to 1e-5).
+
+Every layer writes into arrays kept between calls (matmul(out=), activations in place),
+so a forward pass allocates nothing. Why: a [1024, 64] float32 array is 256 KB, above
+glibc's mmap threshold, so a fresh one is often a new mapping whose pages fault on first
+touch; `x @ W + b` into a fresh array cost ~20x the matmul itself on 1024 rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _sigmoid(x):
+    return np.float32(1.0) / (np.float32(1.0) + np.exp(-x))
+
+
+def _elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _into(fn):
+    """An activation that writes fn(x) over x."""
+    def apply(x):
+        x[...] = fn(x)
+        return x
+    return apply
+
+
+# Each hidden activation, in place: the output overwrites its input. These are the
+# activations a Config may name (workers never import TensorFlow for one).
+ACTIVATIONS = {
+    "linear": lambda x: x,
+    "tanh": lambda x: np.tanh(x, out=x),
+    "relu": lambda x: np.maximum(x, np.float32(0.0), out=x),
+    "elu": _into(_elu),
+    "sigmoid": _into(_sigmoid),
+    "silu": _into(lambda x: x * _sigmoid(x)),
+    "swish": _into(lambda x: x * _sigmoid(x)),
+}
+
+
+def mlp_forward(params: list[np.ndarray], x: np.ndarray, activation: str,
+                last_linear: bool) -> np.ndarray:
+    """Dense layers as the formula reads, allocating freely (the reference the tests hold
+    Dense below to)."""
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        x = x @ params[2 * i] + params[2 * i + 1]
+        if i < n_layers - 1 or not last_linear:
+            x = ACTIVATIONS[activation](x.copy())
+    return x
+
+
+class Dense:
+    """A stack of dense layers over a part's arrays: every layer but the last applies
+    `activation`; the last too unless `last_linear` (heads are linear, encoders are not).
+    The result is a view of a buffer, valid until the next call."""
+
+    def __init__(self, activation: str, last_linear: bool):
+        self.act = ACTIVATIONS[activation]
+        self.last_linear = last_linear
+        self.params: list[np.ndarray] = []
+        self._buffers: list[np.ndarray] = []
+
+    def load(self, arrays: list[np.ndarray]) -> None:
+        self.params = [np.asarray(a, np.float32) for a in arrays]
+
+    @property
+    def width(self) -> int:
+        return self.params[-2].shape[1]
+
+    def _buffer(self, i: int, rows: int) -> np.ndarray:
+        width = self.params[2 * i].shape[1]
+        if i == len(self._buffers):
+            self._buffers.append(np.empty((0, width), np.float32))
+        if len(self._buffers[i]) < rows or self._buffers[i].shape[1] != width:
+            self._buffers[i] = np.empty((rows, width), np.float32)  # grows, then stays
+        return self._buffers[i][:rows]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        n_layers = len(self.params) // 2
+        for i in range(n_layers):
+            out = np.matmul(x, self.params[2 * i], out=self._buffer(i, len(x)))
+            out += self.params[2 * i + 1]
+            x = self.act(out) if i < n_layers - 1 or not self.last_linear else out
+        return x
+
+
+class MLPEncoder(Dense):
+    """The mlp encoder: hidden_sizes dense layers, each with the activation."""
+
+    def __init__(self, activation: str):
+        super().__init__(activation, last_linear=False)

@@ -1,0 +1,92 @@
+"""What a run's model is made of: named parts, resolved once from the Config and the
+env's spaces (so an encoder that cannot read the observations is refused here).
+
+    actor:    obs -> [obs_norm] -> encoder -> core -> head (categorical logits, or a
+              tanh-Gaussian's mean with its state-independent log_std)
+    critic:   obs -> [obs_norm] -> encoder -> core -> value head; the actor's encoder
+              itself in the shared topology
+    V_target: a copy of the critic, with encoder and head of its own
+
+A Weights bundle carries each part's arrays under its name (PARTS below), in the
+order the part's `bundle_variables` give on the Keras side; the NumPy twins read them
+back by name. A new part kind touches one NumPy module here and one Keras module beside
+it (keras_*.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from distributed_ac.config.schema import Config, ConfigError
+
+ACTOR_ENCODER, ACTOR_HEAD, LOG_STD = "actor.encoder", "actor.head", "actor.log_std"
+CRITIC_ENCODER, CRITIC_HEAD = "critic.encoder", "critic.head"
+TARGET_ENCODER, TARGET_HEAD = "v_target.encoder", "v_target.head"
+OBS_NORM = "obs_norm"
+ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_HEAD, LOG_STD)  # what workers act with
+TARGET_PARTS = (TARGET_ENCODER, TARGET_HEAD)  # what workers bootstrap with
+
+NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    encoder: str
+    """mlp, nature or impala."""
+    hidden_sizes: tuple[int, ...]
+    activation: str
+    head: str
+    """categorical (Discrete actions) or tanh_gaussian (Box actions)."""
+    num_actions: int
+    shared: bool
+    """One encoder for actor and critic (updated by the actor's optimizer)."""
+    obs_norm: bool
+    """Observations normalised by running statistics before both networks."""
+    obs_clip: float
+    log_std_init: float
+    cnn_precision: str = "float32"
+    core: str = "none"
+
+    @staticmethod
+    def of(cfg: Config, space) -> "ModelSpec":
+        return ModelSpec(encoder=encoder_for(cfg, space.obs_shape),
+                         hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
+                         head="categorical" if space.discrete else "tanh_gaussian",
+                         num_actions=space.num_actions, shared=cfg.topology == "shared",
+                         obs_norm=obs_normalized(cfg, space.obs_shape), obs_clip=cfg.obs_clip,
+                         log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision)
+
+    @property
+    def actor_parts(self) -> tuple[str, ...]:
+        """The parts a worker acts with, in bundle order."""
+        return ACTOR_PARTS if self.head == "tanh_gaussian" else ACTOR_PARTS[:2]
+
+
+def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
+    """The encoder a run builds for observations of `obs_shape` (torso auto resolved); a
+    torso or normalize_obs that cannot work with them is a ConfigError. Checked once the
+    env's spaces are known, which a Config alone does not know."""
+    image = len(obs_shape) == 3
+    torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
+    shape = "x".join(str(d) for d in obs_shape)
+    if image and torso == "mlp":
+        raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
+                          "images (use --torso nature or impala)")
+    if not image and torso != "mlp":
+        raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
+                          f"gives {shape} vectors (use --torso mlp)")
+    if torso == "mlp" and cfg.cnn_precision != "float32":
+        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
+                          "always computes in float32 (drop --cnn-precision)")
+    if image and cfg.normalize_obs is True:
+        raise ConfigError("normalize_obs is for vector observations; image observations "
+                          "are scaled by 1/255 inside the network instead")
+    if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
+        raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
+                          f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
+    return torso
+
+
+def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
+    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved)."""
+    return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3

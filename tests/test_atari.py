@@ -6,9 +6,10 @@ import pytest
 from fakes import AtariLikeLivesGame, LivesGame
 
 from distributed_ac.acting.worker import RolloutWorker
-from distributed_ac.config.schema import Config, ConfigError
+from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import ConfigError, EnvError
 from distributed_ac.envs import atari
-from distributed_ac.envs.vector import EnvError, make_vector_env
+from distributed_ac.envs.vector import make_vector_env
 
 ale_py = pytest.importorskip("ale_py", reason="the atari extra is not installed")
 import gymnasium as gym  # noqa: E402

@@ -7,13 +7,8 @@ import sys
 import pytest
 
 from distributed_ac.commands.main import parse_train_args
-from distributed_ac.config.schema import (
-    Config,
-    ConfigError,
-    dump_yaml,
-    from_dict,
-    load_yaml,
-)
+from distributed_ac.config.schema import Config, dump_yaml, from_dict, load_yaml
+from distributed_ac.core.errors import ConfigError
 
 
 def test_yaml_round_trip_gives_the_same_config(tmp_path):

@@ -4,7 +4,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from distributed_ac.envs.vector import EnvError, make_vector_env, probe_space
+from distributed_ac.core.errors import EnvError
+from distributed_ac.envs.vector import make_vector_env, probe_space
 
 
 def test_cartpole_uses_its_numpy_vectorized_entry_point():

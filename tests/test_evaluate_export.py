@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from distributed_ac.acting.policy import Policy
-from distributed_ac.models.spec import ModelSpec
 from distributed_ac.commands import main as cli
 from distributed_ac.commands.evaluate import load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.run import rundir
 from distributed_ac.run.metrics import ConsoleProgress
 from distributed_ac.training.trainer import train

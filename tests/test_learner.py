@@ -12,10 +12,10 @@ import tensorflow as tf
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import make_plan
 from distributed_ac.config.schema import Config
-from distributed_ac.core.errors import NonFiniteLossError
+from distributed_ac.core.errors import NoGradientError, NonFiniteLossError
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import advantages, losses
-from distributed_ac.learning.learner import Learner, NoGradientError, pick_device
+from distributed_ac.learning.learner import Learner, pick_device
 
 
 def setup(**kw):

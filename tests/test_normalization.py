@@ -9,14 +9,19 @@ import tensorflow as tf
 from paths import FAST_CONFIG
 
 from distributed_ac.acting.policy import Policy
-from distributed_ac.models.spec import ModelSpec
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
-from distributed_ac.core.normalization import chan_merge, merge_all, moments, normalize_np
+from distributed_ac.core.normalization import (
+    chan_merge,
+    merge_all,
+    moments,
+    normalize_np,
+)
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.networks import RunningMoments
+from distributed_ac.models.spec import ModelSpec
 
 SCALE = np.array([1000.0, 1.0, 0.001, 50.0], np.float32)  # CartPole's 4 obs, badly scaled
 

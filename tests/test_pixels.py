@@ -15,8 +15,9 @@ from checkpoints import checkpoint_tensors, once_and_resumed
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.commands import main as cli
-from distributed_ac.config.schema import Config, ConfigError
+from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
+from distributed_ac.core.errors import ConfigError
 from distributed_ac.envs.vector import EnvSpace, probe_space
 from distributed_ac.learning.learner import Learner
 from distributed_ac.models.cnn import bundle_size, max_pool_3x3_s2_same

@@ -11,7 +11,8 @@ from distributed_ac.config.plan import (
     minibatch_count,
     split_envs,
 )
-from distributed_ac.config.schema import Config, ConfigError, load_yaml
+from distributed_ac.config.schema import Config, load_yaml
+from distributed_ac.core.errors import ConfigError
 
 SHIPPED = sorted(p for p in presets.DIR.glob("*.yaml"))
 

@@ -11,7 +11,8 @@ import tensorflow as tf
 from distributed_ac.acting.policy import VALUE_BLOCK, Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.bench import phases
-from distributed_ac.config.schema import Config, ConfigError
+from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import ConfigError
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import distributions
 from distributed_ac.learning.learner import Learner

@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 
-
 def run(code: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

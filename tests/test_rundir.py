@@ -10,6 +10,7 @@ import pickletools
 import pytest
 
 from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import CheckpointError, RunDirError
 from distributed_ac.run import rundir
 from distributed_ac.run.metrics import ConsoleProgress
 from distributed_ac.training.trainer import train
@@ -49,7 +50,7 @@ def test_config_yaml_is_safe_loaded_so_a_python_tag_runs_no_code(tmp_path):
     rundir.new_run(run_dir, Config())
     (run_dir / "config.yaml").write_text(
         f"seed: !!python/object/apply:os.system ['touch {marker}']\n")
-    with pytest.raises(rundir.RunDirError, match="not valid YAML"):
+    with pytest.raises(RunDirError, match="not valid YAML"):
         rundir.saved_config(rundir.open_run(run_dir, need_checkpoint=False))
     assert not marker.exists()
 
@@ -58,7 +59,7 @@ def test_a_new_run_refuses_an_existing_run_unless_overwrite_and_keeps_other_file
     run_dir = tmp_path / "run"
     rundir.new_run(run_dir, Config(seed=1))
     (run_dir / "notes.txt").write_text("mine")
-    with pytest.raises(rundir.RunDirError, match="--resume .* --overwrite"):
+    with pytest.raises(RunDirError, match="--resume .* --overwrite"):
         rundir.new_run(run_dir, Config(seed=2))
     run = rundir.new_run(run_dir, Config(seed=2), overwrite=True)
     assert rundir.saved_config(run).seed == 2
@@ -94,7 +95,7 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
     for f in (run_dir / "checkpoints").glob("ckpt-*"):  # every checkpoint torn
         f.write_bytes(f.read_bytes()[:20])
     other = dataclasses.replace(longer, total_env_steps=5 * 32, gamma=0.9)
-    with pytest.raises(rundir.CheckpointError, match="no readable checkpoint"):
+    with pytest.raises(CheckpointError, match="no readable checkpoint"):
         train(other, run_dir=run_dir, resume=True, progress=quiet(other))
     # config.yaml still names the settings the checkpoints were trained with
     assert (run_dir / "config.yaml").read_bytes() == kept

@@ -12,7 +12,6 @@ import time
 import numpy as np
 
 from distributed_ac.acting.policy import Policy
-from distributed_ac.models.spec import ModelSpec
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
@@ -24,6 +23,7 @@ from distributed_ac.envs.vector import (
     sub_env_of,
     vector_env_for,
 )
+from distributed_ac.models.spec import ModelSpec
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")

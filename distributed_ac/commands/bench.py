@@ -21,7 +21,7 @@ from distributed_ac.bench.phases import (
     pipeline_learner_phase,
 )
 from distributed_ac.commands.flags import check_writable, parse_flags
-from distributed_ac.config.schema import Config, ConfigError, load_yaml
+from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import UsageError
 from distributed_ac.core.processes import exit_on_sigterm
 from distributed_ac.envs.vector import space_for
@@ -80,9 +80,9 @@ def parse_bench_args(argv: list[str]) -> BenchArgs:
     args = parse_flags(BenchArgs, argv, default=BenchArgs(cfg=base), prog="dac bench",
                        description="Measure env, worker, learner, broadcast and end-to-end throughput.")
     if min(args.workers_list()) < 1 or min(args.envs_list()) < 1:
-        raise ConfigError("--sweep-workers and --sweep-envs must be >= 1")
+        raise UsageError("--sweep-workers and --sweep-envs must be >= 1")
     if args.repeats < 1 or args.min_time <= 0 or args.e2e_updates < 1:
-        raise ConfigError("--repeats and --e2e-updates must be >= 1, --min-time > 0")
+        raise UsageError("--repeats and --e2e-updates must be >= 1, --min-time > 0")
     for flag, path in (("--out", args.out), ("--png", args.png)):
         if path:  # before the sweep: its minutes are not lost to a path that fails at the end
             check_writable(Path(path), flag)

@@ -18,10 +18,11 @@ import numpy as np
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import EnvError, MissingDependency, UsageError
 from distributed_ac.envs.atari import Preprocess, make_single
-from distributed_ac.envs.vector import EnvError, resolve_env_id, space_for
+from distributed_ac.envs.vector import resolve_env_id, space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
-from distributed_ac.run.rundir import RunDirError, open_run, saved_config
+from distributed_ac.run.rundir import open_run, saved_config
 
 
 def load_trained(run_dir: str | Path):
@@ -57,7 +58,7 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
         import moviepy  # noqa: F401  RecordVideo's encoder; an optional extra
     except ImportError:
         env.close()
-        raise RunDirError("--video needs moviepy: pip install 'distributed_ac[video]'") from None
+        raise MissingDependency("--video needs moviepy: pip install 'distributed_ac[video]'") from None
     # Gymnasium's default schedule records episodes 0, 1, 8, 27, 64, 125, ... and every 1000th.
     return gym.wrappers.RecordVideo(env, str(video), name_prefix="eval", disable_logger=True)
 
@@ -88,7 +89,7 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     """Evaluate the newest checkpoint of a run; return the summary `dac evaluate` prints,
     with each episode's return in order (episode i ran on seed `seed` + i)."""
     if episodes < 1:
-        raise RunDirError("--episodes must be >= 1")
+        raise UsageError("--episodes must be >= 1")
     cfg, space, learner, path = load_trained(run_dir)  # checks the path, then loads TF
     from distributed_ac.run.checkpoint import read_counters
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
 from distributed_ac.models import keras_cnn, keras_heads, keras_mlp
 from distributed_ac.models import spec as names
 from distributed_ac.models.spec import ModelSpec
-from distributed_ac.run.rundir import RunDirError
 
 
 def _copy(nets, part_names) -> dict[str, list]:
@@ -90,7 +90,7 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
     out = Path(out)
     if out.exists() and (not out.is_dir() or (any(out.iterdir())
                                               and not (out / "saved_model.pb").exists())):
-        raise RunDirError(f"{out} exists and holds something other than a SavedModel; "
+        raise UsageError(f"--out {out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
     cfg, space, learner, path = load_trained(run_dir)
     module = PolicyModule(learner.nets, space)

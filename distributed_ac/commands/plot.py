@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distributed_ac.core.errors import RunDirError
 from distributed_ac.run.metrics import read_rows
-from distributed_ac.run.rundir import RunDirError, open_run
+from distributed_ac.run.rundir import open_run
 
 RETURN = "charts/episodic_return"
 

@@ -18,11 +18,7 @@ from typing import Literal, Optional
 
 import yaml
 
-from distributed_ac.core.errors import BadInput
-
-
-class ConfigError(BadInput, ValueError):
-    """A configuration value or file is invalid; the message is one line for the user."""
+from distributed_ac.core.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

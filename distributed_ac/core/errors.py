@@ -1,10 +1,11 @@
-"""Errors that stop a run which started fine. Each message is one line for the user.
+"""Every error the package raises on purpose, in one place. Each message is one line.
 
-They live in this light module (no TensorFlow, no Ray) so that the CLI, the workers and
-the learner can all name them. Bad input is reported differently: every error that
-means "the user asked for something that cannot be" derives from BadInput, which the
-CLI turns into one line and exit code 2 (ConfigError, EnvError, RunDirError and
-CheckpointError live beside the code that raises them).
+Two families, both light to import (no TensorFlow, no Ray), so that the CLI, the workers
+and the learner can all name them:
+- BadInput: the user asked for something that cannot be. `dac` prints the one line and
+  exits with code 2, before any work where it can. Each subclass is raised for its own
+  case only.
+- RunStopped: a run that started fine cannot go on; its last checkpoint stays usable.
 """
 
 
@@ -13,7 +14,27 @@ class BadInput(Exception):
 
 
 class UsageError(BadInput):
-    """Bad command-line input."""
+    """A bad command-line flag or flag value (an output path included)."""
+
+
+class ConfigError(BadInput, ValueError):
+    """A configuration value or file is invalid."""
+
+
+class EnvError(BadInput, ValueError):
+    """The environment cannot be made or is not supported."""
+
+
+class RunDirError(BadInput, ValueError):
+    """A run directory is missing, not a run, or cannot be used as asked."""
+
+
+class CheckpointError(RunDirError):
+    """A checkpoint cannot be read or does not fit this version."""
+
+
+class MissingDependency(BadInput, ImportError):
+    """An optional extra that the command needs is not installed."""
 
 
 class ClusterError(BadInput, RuntimeError):
@@ -56,3 +77,8 @@ class WorkerFailure(RunStopped):
 
 class NonFiniteLossError(RunStopped):
     """Too many consecutive updates had a NaN/Inf loss or gradient."""
+
+
+class NoGradientError(RuntimeError):
+    """A trainable variable gets no gradient from the loss meant to train it (a bug in a
+    model's parts, caught at the first update, before any optimizer step)."""

@@ -36,6 +36,8 @@ import os
 import gymnasium as gym
 import numpy as np
 
+from distributed_ac.core.errors import MissingDependency
+
 GAME_SCORE, GAME_LENGTH = "game_score", "game_length"  # info keys, set when a game ends
 ALE_SIZE, ALE_STACK, ALE_NOOP_MAX, ALE_FRAME_SKIP = 84, 4, 30, 4
 
@@ -85,9 +87,8 @@ def register_ale(env: str) -> None:
     try:
         import ale_py
     except ImportError:
-        from distributed_ac.envs.vector import EnvError
 
-        raise EnvError(f"'{env}' needs ale-py: pip install -e \".[atari]\"") from None
+        raise MissingDependency(f"'{env}' needs ale-py: pip install -e \".[atari]\"") from None
     gym.register_envs(ale_py)
 
 
@@ -149,9 +150,7 @@ def _resize(env: gym.Env, size: int) -> gym.Env:
     try:
         return gym.wrappers.ResizeObservation(env, (size, size))
     except gym.error.DependencyNotInstalled:
-        from distributed_ac.envs.vector import EnvError
-
-        raise EnvError("frame_size needs OpenCV: pip install opencv-python-headless "
+        raise MissingDependency("frame_size needs OpenCV: pip install opencv-python-headless "
                        "(or the atari extra)") from None
 
 

@@ -19,12 +19,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from distributed_ac.core.errors import BadInput
+from distributed_ac.core.errors import BadInput, EnvError
 from distributed_ac.envs import atari
-
-
-class EnvError(BadInput, ValueError):
-    """The environment cannot be made or is not supported; the message is one line."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ import tensorflow as tf
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
-from distributed_ac.core.errors import DeviceError, NonFiniteLossError
+from distributed_ac.core.errors import DeviceError, NoGradientError, NonFiniteLossError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, clipped, distributions, losses
 from distributed_ac.learning.networks import (
@@ -37,9 +37,6 @@ log = logging.getLogger(__name__)
 
 REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (VecNormalize's)
 
-
-class NoGradientError(RuntimeError):
-    """A trainable variable gets no gradient from the loss meant to train it."""
 
 
 def pick_device(choice: str) -> str:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from distributed_ac.config.schema import Config, ConfigError
+from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import ConfigError
 
 ACTOR_ENCODER, ACTOR_HEAD, LOG_STD = "actor.encoder", "actor.head", "actor.log_std"
 CRITIC_ENCODER, CRITIC_HEAD = "critic.encoder", "critic.head"

@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from distributed_ac.run.rundir import CheckpointError, RunDir
+from distributed_ac.core.errors import CheckpointError
+from distributed_ac.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

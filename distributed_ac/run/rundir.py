@@ -23,19 +23,13 @@ import shutil
 import time
 from pathlib import Path
 
-from distributed_ac.config.schema import Config, ConfigError, dump_yaml, load_yaml
-from distributed_ac.core.errors import BadInput
+from distributed_ac.config.schema import Config, dump_yaml, load_yaml
+from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation")
 
 
-class RunDirError(BadInput, ValueError):
-    """A run directory is missing, not a run, or cannot be used as asked; one line."""
-
-
-class CheckpointError(RunDirError):
-    """A checkpoint cannot be read or does not fit this trainer; one line."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,18 @@
+"""The package's imports go one way: no module imports one that imports it back (the
+layers between packages are import-linter's contracts in pyproject.toml, run by CI)."""
+
+import grimp
+
+
+def test_no_module_of_the_package_is_in_an_import_cycle():
+    graph = grimp.build_graph("distributed_ac")
+    cycles = [(a, b) for a in sorted(graph.modules)
+              for b in sorted(graph.find_modules_directly_imported_by(a))
+              if graph.chain_exists(importer=b, imported=a)]
+    assert not cycles, cycles
+
+
+def test_the_layer_contracts_hold():
+    from importlinter.cli import lint_imports
+
+    assert lint_imports() == 0

@@ -130,13 +130,11 @@ def make_pool(cfg: Config, workers: int, args, timer: Timer):
                                args.period_s, args.sample_s, args.obs_shape, args.obs_dtype)
               for a in range(0, workers, per_actor)]
 
-    class SimPool(ray_pool.RayPool):
-        def _new_worker(self, i):
-            return Slot(actors[i // per_actor], i)
-
+    pool_cls = ray_pool.RayPool
     if args.wait == "one-by-one":  # the loop before 72168de, to measure what changed
-        SimPool.wait = _wait_one_by_one
-    pool = SimPool(cfg, plan)
+        pool_cls = type("OneByOnePool", (ray_pool.RayPool,), {"wait": _wait_one_by_one})
+    pool = pool_cls(cfg, plan, new_worker=lambda i: Slot(actors[i // per_actor], i),
+                    inline_bytes=2**40 if args.inline_weights else ray_pool.INLINE_BYTES)
     pool.publish = timer.wrap("publish", pool.publish)
     pool.submit = timer.wrap("submit", pool.submit)
     return pool, actors
@@ -284,8 +282,6 @@ def main(argv: list[str]) -> int:
     args.obs_dtype = "float32" if args.obs_shape == (4,) else "uint8"
     if args.obs_dtype == "uint8" and not args.no_learner:
         p.error("image observations need --no-learner (the MLP learner takes 4 floats)")
-    if args.inline_weights:
-        ray_pool.INLINE_BYTES = 2**40
     ray_pool.start_ray(None, False, num_cpus=os.cpu_count())
     try:
         for w in args.workers:

@@ -224,7 +224,7 @@ def test_device_gpu_without_a_gpu_is_one_line_before_ray_or_tensorflow_start(tmp
 @pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has a GPU")
 def test_pick_device_refuses_gpu_with_bad_input_when_tensorflow_sees_none():
     from distributed_ac.core.errors import BadInput
-    from distributed_ac.learning.learner import pick_device
+    from distributed_ac.learning.tf_runtime import pick_device
 
     assert pick_device("auto") == pick_device("cpu") == "/CPU:0"
     with pytest.raises(BadInput, match="TensorFlow sees no GPU"):

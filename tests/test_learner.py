@@ -15,7 +15,8 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import NoGradientError, NonFiniteLossError
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import advantages, losses
-from distributed_ac.learning.learner import Learner, pick_device
+from distributed_ac.learning.learner import Learner
+from distributed_ac.learning.tf_runtime import pick_device
 
 
 def setup(**kw):

@@ -148,7 +148,7 @@ def test_async_updates_normalise_a_stale_batch_with_the_learners_newest_statisti
     assert abs(learner.step(stale)["importance_ratio"] - 1.0) > 1e-4
     # the same actions, scored under the statistics the learner holds now
     fresh.actions = stale.actions
-    fresh.behaviour_logp = np.asarray(learner.policy_terms(
+    fresh.behaviour_logp = np.asarray(learner.objective.policy_terms(
         learner.nets.actor(learner.nets.obs_norm(obs.reshape(-1, 4))),
         stale.actions, (16, 8))[0])
     assert learner.step(fresh)["importance_ratio"] == pytest.approx(1.0, abs=1e-6)

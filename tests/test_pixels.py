@@ -98,10 +98,10 @@ def test_shared_cnn_trunk_is_the_same_variables_in_actor_and_critic(torso):
 @pytest.mark.parametrize("topology", ["separate", "shared"])
 @pytest.mark.parametrize("torso", ["nature", "impala"])
 def test_a_checkpoint_holds_every_variable_of_the_cnns(torso, topology, tmp_path):
-    from distributed_ac.run.checkpoint import _model_objects
+    from distributed_ac.learning.networks import checkpoint_objects
 
     nets = Learner(Config(torso=torso, topology=topology), image_space((36, 36, 1))).nets
-    path = tf.train.Checkpoint(**_model_objects(nets)).save(str(tmp_path / "ckpt"))
+    path = tf.train.Checkpoint(**checkpoint_objects(nets)).save(str(tmp_path / "ckpt"))
     saved = [n for n in tf.train.load_checkpoint(path).get_variable_to_shape_map()
              if n.endswith("VARIABLE_VALUE") and not n.startswith(("save_counter", "model_layout"))]
     models = (nets.actor, nets.critic, nets.v_target)

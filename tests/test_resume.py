@@ -72,7 +72,7 @@ def test_resume_continues_counters_schedules_and_v_target_phase(runs):
     t = checkpoint_tensors(resumed)
     assert t["actor_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == K + M
     assert t["critic_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == K + M
-    assert t["train_state/target_version/.ATTRIBUTES/VARIABLE_VALUE"] == (K + M) // 3
+    assert t["learner_state/target_version/.ATTRIBUTES/VARIABLE_VALUE"] == (K + M) // 3
     assert t["train_state/counters/env_steps/.ATTRIBUTES/VARIABLE_VALUE"] == (K + M) * BATCH
     assert resumed["episodes"] == once["episodes"]
     assert resumed["mean_return_100"] == once["mean_return_100"]

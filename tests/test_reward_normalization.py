@@ -139,7 +139,7 @@ def test_rewards_are_divided_by_the_return_std_before_the_batch_then_clipped_the
     (3.0, 2.0, 1.5 * 0.3),  # inside the clip: divided and scaled only
 ])
 def test_scaled_rewards_divide_clip_and_scale_in_that_order(reward, std, expected):
-    """_scaled_rewards alone, on statistics set by hand: var = std^2."""
+    """Objective.scaled_rewards alone, on statistics set by hand: var = std^2."""
     cfg = Config(normalize_reward=True, reward_scale=0.3, envs_per_worker=1, rollout_length=4,
                  total_env_steps=1_000, hidden_sizes=(8,))
     from distributed_ac.envs.vector import probe_space
@@ -147,5 +147,5 @@ def test_scaled_rewards_divide_clip_and_scale_in_that_order(reward, std, expecte
     learner = Learner(cfg, probe_space(cfg.env))
     learner.return_stats.count.assign(100.0)
     learner.return_stats.var.assign([std ** 2])
-    got = learner._scaled_rewards(np.array([[reward]], np.float32), np.zeros(3))
+    got = learner.objective.scaled_rewards(np.array([[reward]], np.float32))
     assert float(got.numpy()[0, 0]) == pytest.approx(expected, rel=1e-5)

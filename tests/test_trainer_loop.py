@@ -83,7 +83,10 @@ class ScriptedPool:
     def idle(self):
         return [w for w in range(self.n) if w not in self.holding]
 
-    def reseed(self, seeds):
+    def save_state(self):
+        return None
+
+    def resume(self, saved, draw_seeds):
         pass
 
     def close(self):

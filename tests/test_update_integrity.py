@@ -28,15 +28,15 @@ def test_a_clipped_update_whose_third_minibatch_is_not_finite_moves_nothing(monk
     learner = Learner(cfg, worker.space)
     calls = tf.Variable(0)
     poison = tf.Variable(False)
-    real_step = clipped._minibatch_step
+    real_step = learner._minibatch_step
 
-    def third_fails(*args):
+    def third_fails(**minibatch):
         calls.assign_add(1)
         nan = (tf.fill([len(clipped.METRICS)], np.nan), tf.constant(False))
         return tf.cond(tf.logical_and(poison, tf.equal(calls % 16, 3)), lambda: nan,
-                       lambda: real_step(*args))
+                       lambda: real_step(**minibatch))
 
-    monkeypatch.setattr(clipped, "_minibatch_step", third_fails)
+    monkeypatch.setattr(learner, "_minibatch_step", third_fails)
     learner.step(worker.collect(learner.weights()))
     before, version = everything(learner), learner.policy_version
     batch = worker.collect(learner.weights())

@@ -30,13 +30,14 @@ def load_trained(run_dir: str | Path):
     run = open_run(run_dir)  # a bad path is reported before TensorFlow loads
     load_tensorflow()  # its C++ start-up lines held back (quiet.py)
     from distributed_ac.learning.learner import Learner
+    from distributed_ac.learning.networks import checkpoint_objects
     from distributed_ac.run.checkpoint import restore_networks
 
     # The run may have trained on a GPU this machine lacks; inference here is tiny.
     cfg = dataclasses.replace(saved_config(run), device="cpu")
     space = space_for(cfg)
     learner = Learner(cfg, space)
-    path = restore_networks(run, learner.nets)
+    path = restore_networks(run, checkpoint_objects(learner.nets))
     return cfg, space, learner, path
 
 

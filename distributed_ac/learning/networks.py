@@ -179,3 +179,16 @@ def sync_target(nets: Networks, tau: float) -> None:
                 t.assign(v)
             else:
                 t.assign(tau * v + (1.0 - tau) * t)
+
+
+# The model's layout in checkpoints: 2 = the model of named parts (0.2). A checkpoint of
+# 0.1 holds a positional layout and no such variable; run/rundir.py refuses it.
+MODEL_LAYOUT = 2
+
+
+def checkpoint_objects(nets: Networks) -> dict:
+    """The networks as a checkpoint holds them (all evaluate and export read): the three
+    models, the layout they were saved in, and with normalize_obs the statistics."""
+    norm = {"obs_norm": nets.obs_norm} if nets.obs_norm is not None else {}
+    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target,
+            "model_layout": tf.Variable(MODEL_LAYOUT, trainable=False), **norm}

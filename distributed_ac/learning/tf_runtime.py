@@ -1,4 +1,5 @@
-"""TensorFlow's C++ start-up lines kept off the console, real errors kept on it.
+"""TensorFlow's runtime: its import with the C++ start-up lines kept off the console
+(real errors kept on it), and the learner's device.
 
 Importing TensorFlow 2.21 (and its first device query) writes half a dozen lines to
 file descriptor 2 from C++ (oneDNN, CUDA drivers, CPU features, cuInit) that
@@ -17,6 +18,8 @@ import re
 import sys
 import tempfile
 import threading
+
+from distributed_ac.core.errors import DeviceError
 
 # Each pattern is one known, harmless start-up line (matched anywhere in the line).
 KNOWN_LINES = (
@@ -81,3 +84,14 @@ def load_tensorflow():
 
         tf.config.list_physical_devices("GPU")  # cuInit's line comes from the first query
     return tf
+
+
+def pick_device(choice: str) -> str:
+    """'/GPU:0' when asked for or auto with a visible GPU, else '/CPU:0'."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if choice == "gpu" and not gpus:
+        raise DeviceError("--device gpu: TensorFlow sees no GPU on this machine (is "
+                          "tensorflow[and-cuda] installed, `pip install -e \".[gpu]\"`?)")
+    return "/GPU:0" if gpus and choice != "cpu" else "/CPU:0"

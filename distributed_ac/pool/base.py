@@ -8,12 +8,14 @@ collect() in flight:
     pool.submit(i, ref)               # worker i collects one batch with those weights
     batches = pool.wait(B, resubmit)  # the next B whole batches, in arrival order; each
                                       # worker that delivered gets `resubmit` at once
-    pool.reseed(seeds)                # restart every worker's envs (resume only)
+    pool.save_state(), pool.resume(saved, seeds)   # its part of a checkpoint
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
+
+import numpy as np
 
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.core.batch import Batch, Weights
@@ -48,8 +50,15 @@ class Pool(Protocol):
     def idle(self) -> list[int]:
         """The workers with no collect in flight (their batch arrived without a resubmit)."""
 
-    def reseed(self, seeds: list[int]) -> None:
-        """Restart worker i's envs and sampling stream from seeds[i]."""
+    def save_state(self) -> dict[str, np.ndarray] | None:
+        """What a checkpoint keeps of the workers (plain arrays), or None if nothing."""
+
+    def resume(self, saved: dict[str, np.ndarray] | None,
+               draw_seeds: Callable[[int], list[int]]) -> None:
+        """Continue from a checkpoint: from `saved` (save_state's arrays, None if there
+        were none or they could not be read) where the pool can, else restart worker i's
+        envs and sampling stream from the i-th of draw_seeds(W) (the run state's
+        checkpointed reseed stream, drawn only then)."""
 
     def close(self) -> None:
         """Stop every worker."""

@@ -121,15 +121,21 @@ REPLACEMENT_WARN_S = 30.0  # a replacement not started by then gets a warning, a
 class RayPool:
     """W remote RolloutWorkers, each with at most one collect() in flight."""
 
-    def __init__(self, cfg: Config, plan: RunPlan):
+    def __init__(self, cfg: Config, plan: RunPlan, inline_bytes: int = INLINE_BYTES,
+                 new_worker=None):
+        """`inline_bytes`: the largest Weights bundle that rides inside each collect call
+        (publish). `new_worker(slot)` makes a slot's actor (default: a RolloutWorker with
+        the plan's sub-envs; a benchmark can hand in stand-ins)."""
         self.cfg, self.plan = cfg, plan
+        self.inline_bytes = inline_bytes
+        self._make_worker = new_worker or self._new_worker
         num_workers = plan.workers
         # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
         # starts in a plain worker process (~0.3 s) instead of waiting for Ray's runtime-env
         # agent to prepare one (~1.5 s).
         self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": "SPREAD"}
         self._cls = ray.remote(_PlacedRolloutWorker).options(**self._options)
-        self.workers = [self._new_worker(i) for i in range(num_workers)]
+        self.workers = [self._make_worker(i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}
         self._published: tuple[int, int, ray.ObjectRef] | None = None
         self.restarts = 0
@@ -137,7 +143,7 @@ class RayPool:
         self._started: dict[int, ray.ObjectRef] = {}  # slot -> its actor's info() (its node)
 
     def _new_worker(self, worker: int):
-        """A new actor for slot `worker` (benchmarks/scale_sim.py puts synthetic ones here)."""
+        """A new RolloutWorker actor for slot `worker`."""
         return self._cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
 
     def __len__(self) -> int:
@@ -194,7 +200,7 @@ class RayPool:
         """
         key = (weights.version, weights.target_version)
         if self._published is None or self._published[:2] != key:
-            inline = weights.nbytes <= INLINE_BYTES
+            inline = weights.nbytes <= self.inline_bytes
             self._published = (*key, weights if inline else ray.put(weights))
         return self._published[2]
 
@@ -287,7 +293,7 @@ class RayPool:
         log.warning("worker %d %s; starting a replacement%s (restart %d)", worker, why,
                     f" away from node {avoid[:8]}" if avoid else "", self.restarts)
         ray.kill(self.workers[worker], no_restart=True)
-        actor = self._new_worker(worker) if avoid is None else self._new_worker_off(worker, avoid)
+        actor = self._make_worker(worker) if avoid is None else self._new_worker_off(worker, avoid)
         self.workers[worker] = actor
         self._started[worker] = actor.info.remote()  # before collect: calls run in order
         self._announce(worker, actor, self._started[worker])
@@ -340,6 +346,13 @@ class RayPool:
                     "cluster has %g of %g free; waiting for room", worker, REPLACEMENT_WARN_S,
                     self.cfg.worker_cpus, ray.available_resources().get("CPU", 0.0),
                     ray.cluster_resources().get("CPU", 0.0))
+
+    def save_state(self) -> None:
+        """Remote envs cannot be saved: a resume restarts them from new seeds."""
+        return None
+
+    def resume(self, saved, draw_seeds) -> None:
+        self.reseed(draw_seeds(len(self.workers)))
 
     def reseed(self, seeds: list[int]) -> None:
         """Reseed every worker (a checkpoint boundary). Not awaited: a Ray actor runs calls

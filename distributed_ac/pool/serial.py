@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
+
+log = logging.getLogger(__name__)
 
 
 class SerialPool:
@@ -59,6 +63,19 @@ class SerialPool:
         for i, (w, seed) in enumerate(zip(self.workers, seeds)):
             w.reseed(seed)
             self._actions[i] = []
+
+    def save_state(self) -> dict[str, np.ndarray]:
+        return self.replay_state()
+
+    def resume(self, saved: dict[str, np.ndarray] | None, draw_seeds) -> None:
+        """Replay the saved workers' actions when they fit this pool; else new seeds."""
+        if saved and len(saved) == 2 * len(self.workers):
+            self.restore_replay_state(saved)
+            return
+        if saved:
+            log.warning("the checkpoint holds %d workers, this run has %d: their envs restart "
+                        "from new seeds", len(saved) // 2, len(self.workers))
+        self.reseed(draw_seeds(len(self.workers)))
 
     def replay_state(self) -> dict[str, np.ndarray]:
         """Per worker: its sampling stream's state and every action it took since built.

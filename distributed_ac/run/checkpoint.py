@@ -1,24 +1,18 @@
 """Checkpoints: one tf.train.Checkpoint per save, kept by a CheckpointManager. No pickle.
 
-A checkpoint holds the whole training state that lives in the driver:
-- actor, critic and V_target (Keras models) and both Keras optimizers, i.e. Adam's slots
-  and its `iterations`, which is the step both ExponentialDecay schedules read;
-- a `TrainState` of tf.Variables mirroring what the driver's RunState (its Counters, the
-  recent-episode window behind the 100-episode mean, the reseed Generator's state as
-  uint64 words) and the Learner (update count, policy and V_target versions) say they
-  are: each saves and restores itself (`arrays()` / `state()` and their inverses).
+Each part of a run saves and restores itself; the Checkpointer only orders and writes:
+- the Learner's objects (Learner.checkpoint_objects): actor, critic and V_target, both
+  optimizers (Adam's slots and `iterations`, the step both schedules read), the return
+  and observation statistics, the shuffle generator and the learner's counters;
+- the driver's RunState (its Counters, the recent-episode window behind the 100-episode
+  mean, the reseed Generator's state as uint64 words), as a `TrainState` of variables;
+- the pool's state (Pool.save_state / resume): envs cannot be saved in general, and a
+  checkpoint never restarts them, so a serial pool keeps every action its workers took
+  (`ckpt-K.workers.npz`, plain arrays read with allow_pickle=False) and a resume re-steps
+  them, which rebuilds the very env states: K updates, then a resume for M more, equal
+  K+M updates in one go, bit for bit. Ray workers restart their envs from seeds drawn
+  from the checkpointed reseed Generator (episodes under way are lost; nothing else is).
 Loading reads tensors only: no code runs.
-
-Rollout workers hold the rest (env states, sampling streams). Envs cannot be saved in
-general, and a checkpoint never restarts them: an uninterrupted run's episodes end only
-by the env. What a resume does instead:
-- serial mode: beside ckpt-K, `ckpt-K.workers.npz` (plain arrays, read with
-  allow_pickle=False) holds each worker's sampling-stream state and every action it has
-  taken (pool.SerialPool.replay_state). Fresh workers re-step those actions, which
-  rebuilds the very env states, so in serial sync mode K updates, then a resume for M
-  more, equal K+M updates in one go, bit for bit, from any checkpoint;
-- Ray workers: each restarts its envs from a seed drawn from the checkpointed reseed
-  Generator (the interrupted run's episodes under way are lost; nothing else is).
 
 Crash safety: the manager writes a new checkpoint's files under a new name first and
 only then replaces TF's `checkpoint` state file (write, then rename) to name it, so a
@@ -49,8 +43,8 @@ _UNREADABLE = (tf.errors.OpError, ValueError, AssertionError, IndexError)
 
 class TrainState(tf.Module):
     """tf.Variables mirroring a state given as (nested) dicts of NumPy values of fixed
-    shape: the driver's RunState.arrays() and the learner's Learner.state(). It knows
-    nothing of what they mean; each owner saves and restores itself."""
+    shape (the driver's RunState.arrays()). It knows nothing of what they mean; its
+    owner captures and reads it."""
 
     def __init__(self, arrays: dict):
         super().__init__(name="train_state")
@@ -84,45 +78,14 @@ def _numpy(var):
     return {k: _numpy(v) for k, v in var.items()} if isinstance(var, dict) else var.numpy()
 
 
-# The model's layout in checkpoints: 2 = the model of named parts (0.2). Checkpoints of
-# 0.1 hold a positional layout and no such variable; they are refused with one line.
-MODEL_LAYOUT = 2
-LAYOUT_KEY = "model_layout/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-def _model_objects(nets) -> dict:
-    """What evaluate and export need: the networks, the layout they were saved in, and the
-    observation statistics with normalize_obs (only then)."""
-    norm = {"obs_norm": nets.obs_norm} if nets.obs_norm is not None else {}
-    return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target,
-            "model_layout": tf.Variable(MODEL_LAYOUT, trainable=False), **norm}
-
-
-def check_layout(path: str) -> None:
-    """CheckpointError unless the checkpoint at `path` holds this version's model layout."""
-    try:
-        names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    except _UNREADABLE:
-        return  # unreadable: the restore that follows says so
-    if LAYOUT_KEY not in names:
-        raise CheckpointError(f"{path} was written by distributed_ac 0.1, whose weights layout "
-                              "this version cannot read; start a new run (or evaluate it with 0.1)")
-
-
 class Checkpointer:
-    """Saves and restores a Learner plus the driver's RunState in a run's checkpoints/,
-    and brings the pool's workers back on restore (serial: replay; Ray: reseed)."""
+    """Orders and writes what the learner, the run state and the pool each save of
+    themselves, in a run's checkpoints/; and brings them back on restore."""
 
     def __init__(self, run: RunDir, learner, state, keep: int, pool=None):
         self.learner, self.state, self.pool = learner, state, pool
-        self.mirror = TrainState({**state.arrays(), **learner.state()})
-        returns = ({"return_stats": learner.return_stats} if learner.return_stats is not None
-                   else {})
-        if learner.cfg.policy_loss == "clip":
-            returns["shuffle_rng"] = learner.shuffle_rng
-        self.ckpt = tf.train.Checkpoint(**_model_objects(learner.nets), **returns,
-                                        actor_optimizer=learner.actor_opt,
-                                        critic_optimizer=learner.critic_opt, train_state=self.mirror)
+        self.ckpt = tf.train.Checkpoint(**learner.checkpoint_objects(),
+                                        train_state=state.checkpoint_object())
         self.manager = tf.train.CheckpointManager(self.ckpt, str(run.checkpoints),
                                                   max_to_keep=keep, checkpoint_name="ckpt")
         self.saved_at: int | None = None  # updates of the newest checkpoint written or read
@@ -136,10 +99,12 @@ class Checkpointer:
         updates = self.state.counters.updates
         if updates == self.saved_at:
             return None
-        self.mirror.capture({**self.state.arrays(), **self.learner.state()})
-        if hasattr(self.pool, "replay_state"):  # written first: a named checkpoint has it
+        self.learner.before_save()
+        self.state.before_save()
+        pool_state = self.pool.save_state() if self.pool is not None else None
+        if pool_state is not None:  # written first: a named checkpoint has it
             _write_npz(self._workers_file(os.path.join(self.manager.directory, f"ckpt-{updates}")),
-                       self.pool.replay_state())
+                       pool_state)
         path = self.manager.save(checkpoint_number=updates)
         self.saved_at = updates
         self._remove_orphan_worker_files()
@@ -155,32 +120,21 @@ class Checkpointer:
             if str(f) not in kept:
                 f.unlink(missing_ok=True)
 
-    def _restore_workers(self, path: str) -> None:
-        """Serial: replay the saved workers' actions when the file fits this pool; else,
-        and with Ray workers, restart every worker's envs from the reseed Generator."""
-        if self.pool is None:
-            return
+    def _saved_pool_state(self, path: str) -> dict | None:
+        """The pool's saved arrays beside `path`, or None (none saved, or unreadable)."""
         f = self._workers_file(path)
-        if hasattr(self.pool, "restore_replay_state") and f.exists():
-            try:
-                with np.load(f, allow_pickle=False) as data:
-                    saved = dict(data)
-            except (OSError, ValueError, zipfile.BadZipFile) as e:  # torn or damaged
-                log.warning("%s cannot be read (%s): the workers' envs restart from new seeds",
-                            f.name, _first_line(e))
-                saved = {}
-            if saved and len(saved) == 2 * len(self.pool):
-                self.pool.restore_replay_state(saved)
-                return
-            if saved:
-                log.warning("%s holds %d workers, this run has %d: their envs restart from "
-                            "new seeds", f.name, len(saved) // 2, len(self.pool))
-        self.pool.reseed(self.state.draw_seeds(len(self.pool)))
+        if not f.exists():
+            return None
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                return dict(data)
+        except (OSError, ValueError, zipfile.BadZipFile) as e:  # torn or damaged
+            log.warning("%s cannot be read (%s): the workers' envs restart from new seeds",
+                        f.name, _first_line(e))
+            return None
 
     def restore(self) -> str:
-        """Load the newest readable checkpoint into the learner and the RunState."""
-        if self.manager.checkpoints:
-            check_layout(self.manager.checkpoints[-1])
+        """Load the newest readable checkpoint into the learner, the run state and the pool."""
         for path in reversed(self.manager.checkpoints):
             try:
                 self.ckpt.restore(path).assert_existing_objects_matched()
@@ -188,11 +142,11 @@ class Checkpointer:
                 log.warning("checkpoint %s cannot be restored (%s); trying an older one",
                             path, _first_line(e))
                 continue
-            restored = self.mirror.values()
-            self.state.load_arrays(restored)
-            self.learner.load_state(restored)
+            self.learner.after_restore()
+            self.state.after_restore()
             self.saved_at = self.state.counters.updates
-            self._restore_workers(path)
+            if self.pool is not None:
+                self.pool.resume(self._saved_pool_state(path), self.state.draw_seeds)
             return path
         raise CheckpointError(f"no readable checkpoint in {self.manager.directory}")
 
@@ -206,14 +160,14 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     os.replace(tmp, path)
 
 
-def restore_networks(run: RunDir, nets) -> str:
-    """Load actor, critic and V_target weights (nothing else) from a run's newest checkpoint."""
+def restore_networks(run: RunDir, objects: dict) -> str:
+    """Load the networks' `objects` (networks.checkpoint_objects; nothing else) from a run's
+    newest checkpoint."""
     path = tf.train.latest_checkpoint(str(run.checkpoints))
     if path is None:
         raise CheckpointError(f"no checkpoint in {run.checkpoints}")
-    check_layout(path)
     try:
-        tf.train.Checkpoint(**_model_objects(nets)).restore(path).expect_partial() \
+        tf.train.Checkpoint(**objects).restore(path).expect_partial() \
             .assert_existing_objects_matched()
     except _UNREADABLE as e:
         raise CheckpointError(f"cannot load {path}: {_first_line(e)}") from None

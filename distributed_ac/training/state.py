@@ -1,5 +1,6 @@
 """The driver's state between updates: what it counts, the recent episodes, the reseed
-stream. All of it is checkpointed (each part saves and restores itself as arrays)."""
+stream. All of it is checkpointed: RunState saves and restores itself (as arrays in a
+TrainState of variables, which the Checkpointer writes)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,32 @@ class Counters:
 
 @dataclasses.dataclass
 class RunState:
-    """The driver's whole state between updates (checkpoint.py mirrors it into tf.Variables)."""
+    """The driver's whole state between updates."""
 
     counters: Counters
     stats: EpisodeStats
     reseed_rng: np.random.Generator  # draws the worker seeds when a Ray run resumes
+    _mirror: object = dataclasses.field(default=None, repr=False)  # its TrainState
 
     @staticmethod
     def fresh(cfg: Config) -> "RunState":
         return RunState(Counters(), EpisodeStats(100), np.random.default_rng([cfg.seed, 1]))
+
+    def checkpoint_object(self):
+        """The variables a checkpoint holds of this state (made once, captured per save)."""
+        if self._mirror is None:
+            # here, not at the top: the driver imports this module before TensorFlow,
+            # which the learner's thread loads while Ray starts (startup.py)
+            from distributed_ac.run.checkpoint import TrainState
+
+            self._mirror = TrainState(self.arrays())
+        return self._mirror
+
+    def before_save(self) -> None:
+        self.checkpoint_object().capture(self.arrays())
+
+    def after_restore(self) -> None:
+        self.load_arrays(self.checkpoint_object().values())
 
     def draw_seeds(self, n: int) -> list[int]:
         return [int(x) for x in self.reseed_rng.integers(0, 2**31, size=n)]

@@ -1,0 +1,84 @@
+"""What an update minimises, as graph functions of a batch: log-probabilities and
+entropies, critic targets and actor advantages (the configured correction), and the
+actor and critic losses (the policy-gradient or the clipped-surrogate actor loss). The
+Learner's one-step and clipped updates share all of it."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from distributed_ac.config.schema import Config
+from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.learning import advantages, distributions, losses
+
+REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (VecNormalize's)
+
+
+class Objective:
+    def __init__(self, cfg: Config, space: EnvSpace, nets, return_stats=None):
+        self.cfg, self.space, self.nets, self.return_stats = cfg, space, nets, return_stats
+        self.half_range = tf.constant(space.half_range if not space.discrete else [1.0],
+                                      tf.float32)
+
+    def policy_terms(self, actor_out, actions, shape):
+        """log pi(a|s) and entropy, both in `shape`, from the actor's output (logits, or
+        the Gaussian's mean and log std) on the flat observations."""
+        if self.space.discrete:
+            flat_a = tf.reshape(actions, [-1])
+            logp = distributions.categorical_log_prob(actor_out, flat_a)
+            ent = distributions.categorical_entropy(actor_out)
+        else:
+            mean, log_std = actor_out
+            u = tf.reshape(actions, [-1, self.space.num_actions])
+            logp = distributions.tanh_gaussian_log_prob(u, mean, log_std, self.half_range)
+            ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
+        return tf.reshape(logp, shape), tf.reshape(ent, shape)
+
+    def policy_value_terms(self, flat_obs, actions, shape):
+        """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared encoder."""
+        actor_out, v = self.nets.actor_and_value(flat_obs)
+        logp, ent = self.policy_terms(actor_out, actions, shape)
+        return logp, ent, tf.reshape(v, shape)
+
+    def scaled_rewards(self, rewards):
+        """reward_scale, after dividing by the discounted return's running std
+        (normalize_reward; the statistics before this batch, as for observations)."""
+        if self.return_stats is not None:  # clipped as VecNormalize clips them
+            rewards = tf.clip_by_value(rewards * self.return_stats.inv_std()[0],
+                                       -REWARD_CLIP, REWARD_CLIP)
+        return rewards * self.cfg.reward_scale
+
+    def targets(self, logp, behaviour_logp, rewards, values, term, trunc, mask):
+        """Critic targets and actor advantages (normalised if configured), bootstrapped
+        from V_target values; `logp` is the policy being improved (pi_old for the clip)."""
+        c = self.cfg
+        if c.mode == "async" and c.off_policy_correction == "vtrace":
+            targets, adv = advantages.vtrace(behaviour_logp, logp, rewards, values, term, trunc,
+                                             mask, c.gamma, c.gae_lambda, c.rho_bar, c.c_bar,
+                                             c.vtrace_pg_bootstrap)
+        else:
+            targets, adv = advantages.gae(rewards, values, term, trunc, mask, c.gamma,
+                                          c.gae_lambda)
+            if c.mode == "async" and c.off_policy_correction == "truncated_is":
+                adv = adv * advantages.truncated_importance_weights(behaviour_logp, logp,
+                                                                    c.rho_bar)
+        if c.normalize_advantages:
+            mean = losses.masked_mean(adv, mask)
+            var = losses.masked_mean(tf.square(adv - mean), mask)
+            adv = (adv - mean) * tf.math.rsqrt(var + 1e-8) * mask
+        return targets, adv
+
+    def losses(self, logp, entropy, v, targets, adv, mask, old_logp=None):
+        """(the actor optimizer's loss, the critic's loss, metrics): the policy-gradient
+        actor loss, or with `old_logp` PPO's clipped surrogate; the critic's half MSE. In
+        the shared topology the actor's loss carries vf_coef x the critic's, for the
+        encoder both heads read."""
+        c = self.cfg
+        if old_logp is None:
+            a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
+        else:
+            a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
+                                                    c.clip_ratio, c.entropy_coef)
+        c_loss, c_m = losses.critic_loss(v, targets, mask)
+        actor_total = a_loss + c.vf_coef * c_loss if self.nets.shared else a_loss
+        return actor_total, c_loss, {**a_m, **c_m}

@@ -1,0 +1,96 @@
+"""The two optimizers: Adam for the actor and Adam for the critic, each on its own
+ExponentialDecay schedule and its own global-norm clip.
+
+Which optimizer updates what (networks.Networks says which variables are which):
+- the actor optimizer: encoder, policy head and log_std; in the shared topology the one
+  encoder, whose gradient is d(actor_loss + vf_coef * critic_loss) / d encoder;
+- the critic optimizer: the rest of V, its own encoder (separate) and its value head.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from distributed_ac.config.plan import RunPlan
+from distributed_ac.config.schema import Config
+from distributed_ac.core.errors import NoGradientError
+
+AUTO_DECAY_STEPS = 1000  # an auto schedule's span until plan() is called (bench, unit tests)
+
+
+def make_optimizer(lr: float, decay_steps: tf.Variable, decay_rate: float, staircase: bool,
+                   epsilon: float, name: str) -> keras.optimizers.Adam:
+    """Adam on an ExponentialDecay schedule. decay_steps is a variable, read at each
+    step, so an auto schedule can be fitted to the run's plan after the learner's step
+    was traced, once the worker count is known."""
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        lr, decay_steps=decay_steps, decay_rate=decay_rate, staircase=staircase)
+    return keras.optimizers.Adam(learning_rate=schedule, epsilon=epsilon, name=name)
+
+
+class Optimizers:
+    def __init__(self, cfg: Config, nets):
+        self.cfg, self.nets = cfg, nets
+        self.decay_steps = {  # float32: ExponentialDecay divides the step count by it
+            name: tf.Variable(float(steps or AUTO_DECAY_STEPS), trainable=False,
+                              name=f"{name}_decay_steps")
+            for name, steps in (("actor", cfg.actor_lr_decay_steps),
+                                ("critic", cfg.critic_lr_decay_steps))}
+        self.actor = make_optimizer(cfg.actor_lr, self.decay_steps["actor"],
+                                    cfg.actor_lr_decay_rate, cfg.lr_staircase,
+                                    cfg.adam_epsilon, "actor_adam")
+        self.critic = make_optimizer(cfg.critic_lr, self.decay_steps["critic"],
+                                     cfg.critic_lr_decay_rate, cfg.lr_staircase,
+                                     cfg.adam_epsilon, "critic_adam")
+        self.actor.build(nets.actor_variables)
+        self.critic.build(nets.critic_variables)
+
+    def plan(self, plan: RunPlan) -> dict[str, int]:
+        """Fit each auto schedule (decay_steps 0 in the config) to the run's planned
+        optimizer steps (the plan's updates x optimizer steps per update); returns both
+        spans."""
+        for name, steps in (("actor", self.cfg.actor_lr_decay_steps),
+                            ("critic", self.cfg.critic_lr_decay_steps)):
+            span = steps or max(1, plan.updates * plan.optimizer_steps_per_update)
+            self.decay_steps[name].assign(float(span))
+        return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
+
+    def learning_rates(self):
+        """The rates the next step applies (read before apply advances `iterations`)."""
+        return (tf.cast(self.actor.learning_rate, tf.float32),
+                tf.cast(self.critic.learning_rate, tf.float32))
+
+    @property
+    def variables(self) -> list:
+        """Both optimizers' state: Adam's slots and step counts."""
+        return [*self.actor.variables, *self.critic.variables]
+
+    def apply(self, tape, actor_total, critic_loss):
+        """Each network's gradients clipped by its own global norm and applied by its own
+        optimizer, or nothing at all if a loss or a norm is not finite (graph ops).
+        Returns (actor norm, critic norm, applied)."""
+        c, nets = self.cfg, self.nets
+        a_grads, a_norm = _clipped(tape, actor_total, nets.actor_variables,
+                                   c.max_grad_norm_actor, "actor")
+        c_grads, c_norm = _clipped(tape, critic_loss, nets.critic_variables,
+                                   c.max_grad_norm_critic, "critic")
+        finite = tf.reduce_all(tf.math.is_finite(tf.stack([actor_total, critic_loss, a_norm,
+                                                           c_norm])))
+
+        def apply():
+            self.actor.apply_gradients(zip(a_grads, nets.actor_variables))
+            self.critic.apply_gradients(zip(c_grads, nets.critic_variables))
+            return tf.constant(True)
+
+        return a_norm, c_norm, tf.cond(finite, apply, lambda: tf.constant(False))
+
+
+def _clipped(tape, loss, variables, clip, loss_name):
+    """Gradients of `loss` clipped by their global norm, and the norm before clipping."""
+    grads = tape.gradient(loss, variables)
+    # Runs while tracing, i.e. before the first update ever applies.
+    missing = [getattr(v, "path", v.name) for v, g in zip(variables, grads) if g is None]
+    if missing:
+        raise NoGradientError(f"the {loss_name} loss gives no gradient to: {', '.join(missing)}")
+    return tf.clip_by_global_norm(grads, clip)

@@ -47,7 +47,7 @@ class Timeline(Recorder):
 
 
 def main(argv: list[str]) -> int:
-    from distributed_ac.commands.main import parse_train_args
+    from distributed_ac.commands.train import parse_train_args
     from distributed_ac.config.schema import to_dict
     from distributed_ac.training.startup import shutdown_ray
 

@@ -32,7 +32,7 @@ def solve(config: str, flags: list[str], seed: int, budget: int) -> dict:
     from distributed_ac.bench.phases import (
         Recorder,  # quiet: the JSON lines stay readable
     )
-    from distributed_ac.commands.main import parse_train_args
+    from distributed_ac.commands.train import parse_train_args
     from distributed_ac.training.trainer import train
 
     args = parse_train_args(["--config", config, "--serial", "--mode", "async", "--seed",

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from distributed_ac.commands.main import parse_train_args
+from distributed_ac.commands.train import parse_train_args
 from distributed_ac.config.schema import Config, dump_yaml, from_dict, load_yaml
 from distributed_ac.core.errors import ConfigError
 
@@ -77,7 +77,7 @@ def test_cli_bad_input_is_one_line_and_exit_code_2(argv, needle):
 
 
 def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_path, monkeypatch):
-    from distributed_ac.commands.main import train_preset
+    from distributed_ac.commands.train import train_preset
     from distributed_ac.config import presets
 
     monkeypatch.setattr(presets, "DIR", tmp_path)
@@ -96,7 +96,7 @@ def test_a_shipped_preset_is_the_base_that_config_files_and_flags_override(tmp_p
 
 
 def test_an_env_without_a_preset_starts_from_the_default_one(tmp_path, monkeypatch):
-    from distributed_ac.commands.main import train_preset
+    from distributed_ac.commands.train import train_preset
     from distributed_ac.config import presets
 
     monkeypatch.setattr(presets, "DIR", tmp_path)

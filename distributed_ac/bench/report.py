@@ -6,8 +6,9 @@ All functions take the records bench.py writes (one dict per JSON line), so a sa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from distributed_ac.run.metrics import read_rows
 
 # Rates drawn against workers; broadcast is a latency and stays in the table.
 PLOTTED = ("env", "worker", "learner", "e2e_sync", "e2e_async")
@@ -17,15 +18,7 @@ KEY_FIELDS = ("phase", "env", "mode", "workers", "envs_per_worker", "rollout_len
 
 def load_jsonl(path: str | Path) -> list[dict]:
     """Records from a JSON-lines file; lines that are not JSON objects are skipped."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:  # a log line, or a torn last line
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return read_rows(path)
 
 
 def key(rec: dict) -> tuple:

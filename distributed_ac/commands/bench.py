@@ -20,7 +20,8 @@ from distributed_ac.bench.phases import (
     local_phase,
     pipeline_learner_phase,
 )
-from distributed_ac.commands.flags import check_writable, parse_flags
+from distributed_ac.commands.flags import check_writable, flag_value, parse_flags
+from distributed_ac.config.plan import auto_workers
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import UsageError
 from distributed_ac.core.processes import exit_on_sigterm
@@ -58,24 +59,16 @@ class BenchArgs:
     """Learner batch sizes (samples) for --gpu-sweep: 1k .. 256k."""
 
     def workers_list(self) -> tuple[int, ...]:
-        return self.sweep_workers or (self.cfg.num_workers or max(1, (os.cpu_count() or 2) - 1),)
+        return self.sweep_workers or (self.cfg.num_workers
+                                      or auto_workers(self.cfg, os.cpu_count() or 1, local=True),)
 
     def envs_list(self) -> tuple[int, ...]:
         return self.sweep_envs or (self.cfg.envs_per_worker or self.cfg.num_envs,)
 
 
-def _config_path(argv: list[str]) -> str | None:
-    for i, a in enumerate(argv):
-        if a == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--config="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def parse_bench_args(argv: list[str]) -> BenchArgs:
     """Defaults, then the YAML file named by --config, then the flags."""
-    path = _config_path(argv)
+    path = flag_value(argv, "--config")
     base = load_yaml(path) if path else Config()
     args = parse_flags(BenchArgs, argv, default=BenchArgs(cfg=base), prog="dac bench",
                        description="Measure env, worker, learner, broadcast and end-to-end throughput.")

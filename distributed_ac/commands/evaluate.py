@@ -18,9 +18,9 @@ import numpy as np
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
-from distributed_ac.core.errors import EnvError, MissingDependency, UsageError
+from distributed_ac.core.errors import MissingDependency, UsageError
 from distributed_ac.envs.atari import Preprocess, make_single
-from distributed_ac.envs.vector import resolve_env_id, space_for
+from distributed_ac.envs.vector import made, resolve_env_id, space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
 from distributed_ac.run.rundir import open_run, saved_config
 
@@ -46,13 +46,10 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
     # rgb_array frames need no display; without this SDL (pygame) looks for one and
     # complains on a headless machine.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    try:
-        # training=False: ALE episodes are whole games with raw (unclipped) rewards,
-        # so the returns here are game scores; the observations are the training ones.
-        env = make_single(env_id, Preprocess.of(cfg, training=False),
-                          render_mode="rgb_array" if video else None)
-    except Exception as e:
-        raise EnvError(f"cannot make environment '{cfg.env}': {type(e).__name__}: {e}") from None
+    # training=False: ALE episodes are whole games with raw (unclipped) rewards, so the
+    # returns here are game scores; the observations are the training ones.
+    env = made(cfg.env, lambda: make_single(env_id, Preprocess.of(cfg, training=False),
+                                            render_mode="rgb_array" if video else None))
     if video is None:
         return env
     try:

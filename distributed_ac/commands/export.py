@@ -24,6 +24,7 @@ import tensorflow as tf
 from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
+from distributed_ac.learning.networks import normalize_tf
 from distributed_ac.models import keras_cnn, keras_heads, keras_mlp
 from distributed_ac.models import spec as names
 from distributed_ac.models.spec import ModelSpec
@@ -62,10 +63,7 @@ class PolicyModule(tf.Module):
         self.value = tf.function(self._value, input_signature=[obs])
 
     def _input(self, obs):
-        if self._norm is None:
-            return obs
-        mean, inv_std, clip = self._norm
-        return tf.clip_by_value((obs - mean) * inv_std, -clip, clip)
+        return obs if self._norm is None else normalize_tf(obs, *self._norm)
 
     def _action(self, obs):
         p = self.actor_parts

@@ -13,6 +13,19 @@ from distributed_ac.core.errors import UsageError
 from distributed_ac.run.rundir import unwritable_ancestor
 
 
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of `flag` in argv (`--flag VALUE` or `--flag=VALUE`), read before tyro
+    parses the rest (a config file's fields are the defaults the flags override)."""
+    for i, a in enumerate(argv):
+        if a == flag:
+            if i + 1 >= len(argv):
+                raise UsageError(f"{flag} needs a value")
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def parse_flags(cls, argv: list[str], **kwargs):
     """tyro.cli, with tyro's error box turned into one UsageError line; --help still prints."""
     if "-h" in argv or "--help" in argv:

@@ -1,4 +1,6 @@
-"""`dac`: the command line. Each subcommand is a small function; flags come from tyro.
+"""`dac`: the command line's entry point. It dispatches to a subcommand (train's flags
+are commands/train.py; the others' are here, light, with their work in the module of
+their name, imported only once the flags are good); flags come from tyro.
 
 Exit codes: 0 success, 2 bad input (config, env, flags, run directory, checkpoint),
 1 anything unexpected, 128 + N when `dac train` was stopped by signal N (130 for Ctrl-C,
@@ -14,7 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 # Quiet TensorFlow's C++ start-up chatter before anything imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,10 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tyro  # noqa: E402
 
 from distributed_ac.commands.flags import check_writable, parse_flags  # noqa: E402
-from distributed_ac.config import presets  # noqa: E402
-from distributed_ac.config.schema import Config, load_yaml  # noqa: E402
 from distributed_ac.core.errors import BadInput, Interrupted, RunStopped, UsageError  # noqa: E402
-from distributed_ac.run.rundir import open_run, saved_config  # noqa: E402
+from distributed_ac.run.rundir import open_run  # noqa: E402
 from distributed_ac.training.startup import shutdown_ray  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
@@ -37,95 +37,6 @@ commands:
   plot      draw return against env steps and wall time for one or more runs
   bench     measure env, worker, learner, broadcast and end-to-end throughput
 """
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainArgs:
-    cfg: Annotated[Config, tyro.conf.arg(name="")]
-    config: Optional[Path] = None
-    """YAML file of config fields; command-line flags override it."""
-    address: Optional[str] = None
-    """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
-    dashboard: bool = False
-    """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
-    run_dir: Optional[Path] = None
-    """Run directory to write (config, checkpoints, TensorBoard events, metrics.jsonl); default runs/<env>-<time>."""
-    resume: Optional[Path] = None
-    """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
-    overwrite: bool = False
-    """Replace the run already in --run-dir instead of refusing."""
-    no_preset: bool = False
-    """Start from the package base (the Config field defaults), not from the settings shipped for --env or, for an env without a file, presets/default.yaml (distributed_ac/presets/)."""
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == flag:
-            if i + 1 >= len(argv):
-                raise UsageError(f"{flag} needs a value")
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def train_preset(argv: list[str]) -> Path | None:
-    """The preset a new run starts from: the one shipped for its env (--env, else
-    --config's env, else the default env), or the default preset for an env without
-    one; None with --no-preset or --resume."""
-    if _flag_value(argv, "--resume") or "--no-preset" in argv:
-        return None
-    path = _flag_value(argv, "--config")
-    env = _flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
-    return presets.for_env(env)
-
-
-def parse_train_args(argv: list[str]) -> TrainArgs:
-    """Defaults (or, with --resume, the run's saved config), then the env's preset, then
-    --config's YAML, then flags."""
-    resume = _flag_value(argv, "--resume")
-    base = saved_config(open_run(resume)) if resume else Config()
-    preset = train_preset(argv)
-    if preset:
-        base = load_yaml(preset, base)
-    path = _flag_value(argv, "--config")
-    if path:
-        base = load_yaml(path, base)
-    args = parse_flags(TrainArgs, argv, default=TrainArgs(cfg=base), prog="dac train",
-                       description="Train an actor-critic agent on Ray rollout workers.")
-    if args.resume and (args.run_dir or args.overwrite):
-        raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
-    return args
-
-
-def preset_note(argv: list[str], env: str) -> str | None:
-    """The line that names the preset a new run started from (None: it started from none)."""
-    preset = train_preset(argv)
-    if preset is None:
-        return None
-    where = preset.relative_to(presets.DIR.parent.parent)
-    what = (f"tuned settings for {env} from {where}" if preset.stem not in presets.FALLBACKS
-            else f"{env} has no preset of its own: settings from {where}, the defaults for "
-                 "such envs")
-    return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
-
-
-def cmd_train(argv: list[str]) -> int:
-    args = parse_train_args(argv)
-    from distributed_ac.training.trainer import (
-        train,  # heavy imports only once the flags are good
-    )
-
-    summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
-                    run_dir=args.resume or args.run_dir, resume=args.resume is not None,
-                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env))
-    # Ray first: its driver-side log forwarding may still print a worker's last words
-    # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
-    shutdown_ray()
-    print(json.dumps(summary), flush=True)
-    if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
-        return 128 + signal.Signals[summary["stopped_by"]].value
-    return 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +116,12 @@ def cmd_bench(argv: list[str]) -> int:
     )
 
     return bench_main(argv)
+
+
+def cmd_train(argv: list[str]) -> int:
+    from distributed_ac.commands.train import run  # its flags' module, then the trainer
+
+    return run(argv)
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export,

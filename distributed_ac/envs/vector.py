@@ -122,7 +122,7 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
     if atari.is_ale(env_id) and vectorization in ("auto", "vector_entry_point"):
         # ale_py's C++ vector env: 1.6x the agent steps per CPU second of the same
         # preprocessing in Gymnasium's wrappers (benchmarks/atari_env.py, README)
-        return _checked(_made(env, lambda: atari.make_ale_vector(env_id, num_envs, preprocess)), env)
+        return _checked(made(env, lambda: atari.make_ale_vector(env_id, num_envs, preprocess)), env)
     make_kwargs, extra = _preprocessing(env_id, preprocess)
     mode = "sync" if extra and vectorization == "auto" else _mode(vectorization, gym.spec(env_id))
     if extra and mode == "vector_entry_point":
@@ -134,12 +134,13 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
         # fork after TensorFlow or Ray threads exist can deadlock; spawn is always safe.
         vector_kwargs["context"] = "spawn"
     wrappers = [*extra, _index_wrapper()] if mode == "sync" else extra or None
-    return _checked(_made(env, lambda: gym.make_vec(
+    return _checked(made(env, lambda: gym.make_vec(
         env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs,
         wrappers=wrappers, **make_kwargs)), env)
 
 
-def _made(env: str, make):
+def made(env: str, make):
+    """make(), with any failure but bad input reported as one line naming the env."""
     try:
         return make()
     except BadInput:

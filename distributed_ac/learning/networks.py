@@ -62,6 +62,11 @@ class RunningMoments(tf.Module):
         return tf.cast(tf.math.rsqrt(self.var + normalization.EPS), tf.float32)
 
 
+def normalize_tf(obs, mean, inv_std, clip: float):
+    """clip((obs - mean) * inv_std, -clip, clip): core.normalization.normalize_np in TF."""
+    return tf.clip_by_value((obs - mean) * inv_std, -clip, clip)
+
+
 class ObsNormalizer(RunningMoments):
     """The observation statistics and their use (normalization.py says how and why)."""
 
@@ -70,8 +75,7 @@ class ObsNormalizer(RunningMoments):
         self.clip = clip
 
     def __call__(self, obs):
-        mean = tf.cast(self.mean, tf.float32)
-        return tf.clip_by_value((obs - mean) * self.inv_std(), -self.clip, self.clip)
+        return normalize_tf(obs, tf.cast(self.mean, tf.float32), self.inv_std(), self.clip)
 
     def numpy_params(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, 1 / std) as float32, what the NumPy policy and an export apply."""

@@ -218,15 +218,18 @@ class MetricsLog:
         self._jsonl.close()
 
 
-def read_rows(path: Path) -> list[dict]:
-    """metrics.jsonl as a list of rows (a torn last line from a crash is skipped)."""
+def read_rows(path: str | Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file (metrics.jsonl, a benchmark's records); a
+    line that is not one, such as a torn last line from a crash, is skipped."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(row, dict):
+                rows.append(row)
     return rows
 
 

@@ -1,0 +1,98 @@
+"""`dac train`: its flags (the Config's fields, then the run's own), the preset a run
+starts from, and the run. The trainer's heavy imports wait until the flags are good."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+from pathlib import Path
+from typing import Annotated, Optional
+
+import tyro
+
+from distributed_ac.commands.flags import flag_value, parse_flags
+from distributed_ac.config import presets
+from distributed_ac.config.schema import Config, load_yaml
+from distributed_ac.core.errors import UsageError
+from distributed_ac.run.rundir import open_run, saved_config
+from distributed_ac.training.startup import shutdown_ray
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    cfg: Annotated[Config, tyro.conf.arg(name="")]
+    config: Optional[Path] = None
+    """YAML file of config fields; command-line flags override it."""
+    address: Optional[str] = None
+    """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
+    dashboard: bool = False
+    """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
+    run_dir: Optional[Path] = None
+    """Run directory to write (config, checkpoints, TensorBoard events, metrics.jsonl); default runs/<env>-<time>."""
+    resume: Optional[Path] = None
+    """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
+    overwrite: bool = False
+    """Replace the run already in --run-dir instead of refusing."""
+    no_preset: bool = False
+    """Start from the package base (the Config field defaults), not from the settings shipped for --env or, for an env without a file, presets/default.yaml (distributed_ac/config/presets/)."""
+
+
+def train_preset(argv: list[str]) -> Path | None:
+    """The preset a new run starts from: the one shipped for its env (--env, else
+    --config's env, else the default env), or the default preset for an env without
+    one; None with --no-preset or --resume."""
+    if flag_value(argv, "--resume") or "--no-preset" in argv:
+        return None
+    path = flag_value(argv, "--config")
+    env = flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
+    return presets.for_env(env)
+
+
+def parse_train_args(argv: list[str]) -> TrainArgs:
+    """Defaults (or, with --resume, the run's saved config), then the env's preset, then
+    --config's YAML, then flags."""
+    resume = flag_value(argv, "--resume")
+    base = saved_config(open_run(resume)) if resume else Config()
+    preset = train_preset(argv)
+    if preset:
+        base = load_yaml(preset, base)
+    path = flag_value(argv, "--config")
+    if path:
+        base = load_yaml(path, base)
+    args = parse_flags(TrainArgs, argv, default=TrainArgs(cfg=base), prog="dac train",
+                       description="Train an actor-critic agent on Ray rollout workers.")
+    if args.resume and (args.run_dir or args.overwrite):
+        raise UsageError("--resume names the run directory itself; drop --run-dir / --overwrite")
+    return args
+
+
+def preset_note(argv: list[str], env: str) -> str | None:
+    """The line that names the preset a new run started from (None: it started from none)."""
+    preset = train_preset(argv)
+    if preset is None:
+        return None
+    where = preset.relative_to(presets.DIR.parents[2])  # distributed_ac/config/presets/...
+    what = (f"tuned settings for {env} from {where}" if preset.stem not in presets.FALLBACKS
+            else f"{env} has no preset of its own: settings from {where}, the defaults for "
+                 "such envs")
+    return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
+
+
+def run(argv: list[str]) -> int:
+    """`dac train ARGV`: train, print the summary as one JSON line, return the exit code."""
+    args = parse_train_args(argv)
+    from distributed_ac.training.trainer import (
+        train,  # heavy imports only once the flags are good
+    )
+
+    summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
+                    run_dir=args.resume or args.run_dir, resume=args.resume is not None,
+                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env))
+    # Ray first: its driver-side log forwarding may still print a worker's last words
+    # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
+    shutdown_ray()
+    print(json.dumps(summary), flush=True)
+    if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
+        return 128 + signal.Signals[summary["stopped_by"]].value
+    return 0

@@ -1,6 +1,7 @@
 """The worker's copy of the policy: the model's NumPy parts over a Weights bundle.
 
-Rollout workers stay light (no TensorFlow: ~500 MB and ~2 s per process), so the parts
+Rollout workers stay light (no TensorFlow, whose import costs each process hundreds of
+MB and seconds), so the parts
 the learner trains in Keras are evaluated here by their NumPy twins (models/), read
 from the bundle by part name. Tests hold each twin to its Keras part to 1e-5.
 """

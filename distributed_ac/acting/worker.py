@@ -1,6 +1,6 @@
 """RolloutWorker: a vector env plus a policy copy; `collect()` returns one whole Batch.
 
-A plain class: serial mode calls it directly, distributed.py wraps it in ray.remote.
+A plain class: the serial pool calls it directly, pool/ray_pool.py wraps it in ray.remote.
 It imports neither TensorFlow nor Ray, so a worker process stays small.
 """
 
@@ -33,9 +33,8 @@ def limit_threads(cpus: float) -> None:
     """Keep BLAS/OpenMP pools to this worker's CPU share, so W workers don't oversubscribe.
 
     Done here, in the worker, rather than through a Ray runtime_env: an actor with its own
-    runtime_env waits ~1 s for Ray's runtime-env agent to prepare its process. The
-    variables still reach TensorFlow, which reads them when it first runs (a worker
-    imports it only for an activation NumPy lacks), and any subprocess.
+    runtime_env waits for Ray's runtime-env agent to prepare its process. The variables
+    also reach any subprocess (an AsyncVectorEnv's).
     """
     n = max(1, int(cpus))
     os.environ.update({name: str(n) for name in THREAD_VARS})

@@ -12,7 +12,7 @@ Every phase measures the network the config and the env select (models.spec: aut
 is the Nature CNN for image observations): workers act with that torso's NumPy twin and
 the learner trains it on [T, N, H, W, C] frames of the env's dtype (uint8 for Atari,
 as a real batch carries them). On ALE ids each rate of agent
-steps also has `extra.frames_per_s`, x the frame skip of 4 (bench_record.py).
+steps also has `extra.frames_per_s`, x the frame skip of 4 (bench/record.py).
 
 `env` and `worker` with W workers run W fresh processes side by side (what W rollout
 workers could reach with no learner and no transport), each with the thread limits a
@@ -25,12 +25,12 @@ Pipeline efficiency (phase `efficiency`, derived, no run of its own): per (worke
 envs per worker), e2e_async env steps/s over the slower of its two stages, the `worker`
 phase at that W and the `learner` phase at the batch size that e2e run trains on and
 with the TensorFlow threads `dac train` gives the learner at that W on local Ray
-(config.learner_threads: the cores the workers leave, at least 1). `learner` and the e2e
+(plan.learner_tf_threads: the cores the workers leave, at least 1). `learner` and the e2e
 phases each run in a fresh process, since TensorFlow fixes its threads at its first op.
 1.0 means training runs as fast as its slowest stage alone; `extra.limited_by` names
-that stage. bench_report.py computes it; bench_cli.py emits it once a cell has all three.
-Tables, plots and --compare live in bench_report.py; the JSON line's fields and the
-machine's facts in bench_record.py.
+that stage. bench/report.py computes it; commands/bench.py emits it once a cell has all three.
+Tables, plots and --compare live in bench/report.py; the JSON line's fields and the
+machine's facts in bench/record.py.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def learner_weights(cfg: Config, space: EnvSpace) -> Weights:
 def _initial_weights(cfg: Config, space: EnvSpace) -> Weights:
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
-    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.learning.learner import Learner
 
     # on the CPU: a bundle is all this needs, and a GPU's memory is the learner phase's
@@ -201,8 +201,8 @@ def _worker_thread_env(cpus: float):
     """The thread variables a rollout worker sets, in this process's environment while
     children start: a spawned child reads them when it imports NumPy, as a Ray worker
     does (Ray sets OMP_NUM_THREADS before the actor's module loads). Set only later,
-    inside the child, OpenBLAS kept one thread per core: 4 threads on 2 cores with W = 2
-    made that worker phase 3.5-16x slower than with 1 thread each (RESULTS.md)."""
+    inside the child, OpenBLAS kept one thread per core, and W workers oversubscribed
+    the cores (benchmarks/RESULTS.md)."""
     from distributed_ac.acting.worker import THREAD_VARS
 
     saved = {k: os.environ.get(k) for k in THREAD_VARS}
@@ -262,7 +262,7 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     from distributed_ac.learning.tf_runtime import load_tensorflow
     from distributed_ac.training.startup import set_tf_threads
 
-    tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     set_tf_threads(tf, threads)
     from distributed_ac.learning.learner import Learner
 
@@ -287,7 +287,7 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
 def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: int,
                            min_time: float) -> dict:
     """The learner stage as the pipeline at W workers runs it: its batch size, and the
-    TensorFlow threads that train() gives it on local Ray (config.learner_threads), in
+    TensorFlow threads that train() gives it on local Ray (plan.learner_tf_threads), in
     a fresh process, since TensorFlow fixes its threads at its first op."""
     threads = learner_tf_threads(_ray_cfg(cfg, workers), workers, os.cpu_count() or 1, local=True)
     return run_in_child(learner_phase, cfg, space, learner_batch_size(cfg, workers),

@@ -1,6 +1,6 @@
 """What `dac bench` shows: a table, the pipeline efficiency, a PNG, and --compare.
 
-All functions take the records bench.py writes (one dict per JSON line), so a saved
+All functions take the records bench/phases.py writes (one dict per JSON line), so a saved
 .jsonl file can be re-reported or compared without re-measuring.
 """
 

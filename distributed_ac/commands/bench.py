@@ -121,7 +121,7 @@ def gpu_sweep(cfg: Config, batch_sizes, repeats: int, min_time: float, emit=prin
     """Learner-only samples/s on the GPU for each batch size; [] (and a note) without one."""
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
-    tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     if not tf.config.list_physical_devices("GPU"):
         print("no GPU: TensorFlow sees none, so the GPU sweep was skipped", file=sys.stderr)
         return []

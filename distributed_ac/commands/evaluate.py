@@ -1,6 +1,6 @@
 """`dac evaluate`: run a trained policy on fresh seeds and report its returns. No Ray.
 
-The policy is the one the workers act with (policy.py's NumPy forward pass over the
+The policy is the one the workers act with (acting/policy.py's NumPy forward pass over the
 Weights bundle of the newest checkpoint), so what is evaluated is what was trained.
 Episode i is reset with seed `seed + i`; the default base, 2**31 + the training seed,
 lies above every seed training hands out (all below 2**31), so no training episode's
@@ -28,7 +28,7 @@ from distributed_ac.run.rundir import open_run, saved_config
 def load_trained(run_dir: str | Path):
     """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, on the CPU."""
     run = open_run(run_dir)  # a bad path is reported before TensorFlow loads
-    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.networks import checkpoint_objects
     from distributed_ac.run.checkpoint import restore_networks

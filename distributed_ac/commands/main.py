@@ -81,7 +81,7 @@ def cmd_export(argv: list[str]) -> int:
     check_writable(args.out / "saved_model.pb", "--out")
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
-    load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+    load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.commands.export import export
 
     print(json.dumps(export(args.run_dir, args.out)), flush=True)

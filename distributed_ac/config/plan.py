@@ -108,7 +108,7 @@ def _batches_per_update(cfg: Config, envs: tuple[int, ...]) -> int:
 
 
 def minibatch_count(samples: int, minibatch_size: int) -> int:
-    """Minibatches a learner batch of `samples` is split into (learner.py does the same in
+    """Minibatches a learner batch of `samples` is split into (clipped.py does the same in
     its graph, from the batch it was given)."""
     return max(1, round(samples / minibatch_size))
 

@@ -31,11 +31,11 @@ class Config:
     seed: int = 0
     """Seed for environments, network initialisation and action sampling."""
     frame_size: int = 0
-    """Image observations: resize frames to frame_size x frame_size (Gymnasium's ResizeObservation, which needs OpenCV); 0 = auto: 84 for ALE ids, the env's own size otherwise."""
+    """Image observations: resize frames to frame_size x frame_size (needs OpenCV); 0 = auto: 84 for ALE ids, the env's own size otherwise."""
     grayscale: Optional[bool] = None
     """Image observations: one gray channel instead of RGB (GrayscaleObservation); null = auto: true for ALE ids, false otherwise."""
     frame_stack: int = 0
-    """Image observations: stack the newest frame_stack frames along the channels (FrameStackObservation, channels last: uint8 [H, W, C x frame_stack]); 0 = auto: 4 for ALE ids, 1 (no stack) otherwise."""
+    """Image observations: stack the newest frame_stack frames along the channels; 0 = auto: 4 for ALE ids, 1 (no stack) otherwise."""
     sticky_actions: Optional[float] = None
     """ALE ids only: probability that the previous action is repeated on each frame (sticky actions, Machado et al. 2018); null = the id's own, 0.25 for the v5 ids."""
 
@@ -47,9 +47,9 @@ class Config:
     num_workers: int = 0
     """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine), at most one per sub-env of num_envs."""
     num_envs: int = 32
-    """Sub-environments whose rollouts make one learner batch (num_envs x rollout_length samples an update), split over the workers: the learning a config gets does not depend on the worker count."""
+    """Sub-environments whose rollouts make one learner batch (num_envs x rollout_length samples), split over the workers whatever their count."""
     envs_per_worker: int = 0
-    """Sub-environments each worker steps; 0 = auto: num_envs split over the workers (at least 1 each). Set, each update gathers worker batches until it holds about num_envs x rollout_length samples."""
+    """Sub-environments each worker steps; 0 = auto: num_envs split over the workers. Set, an update joins batches up to num_envs x rollout_length samples."""
     rollout_length: int = 16
     """Steps per sub-env in one batch (T of the [T, N] batch)."""
     worker_cpus: float = 1.0
@@ -59,17 +59,17 @@ class Config:
     stop_at_return: Optional[float] = None
     """Also stop once the 100-episode mean return reaches this value (None = train for the whole budget)."""
     batches_per_update: int = 0
-    """Async: worker batches gathered into one learner batch; 0 = auto, as many as make num_envs x rollout_length samples (every worker's while the workers are at most num_envs: policy lag 1). Policy lag is about workers / batches_per_update."""
+    """Async: worker batches joined into one learner batch; 0 = auto: up to num_envs x rollout_length samples. Policy lag is about workers / this."""
     max_policy_lag: int = 32
-    """Async: a batch made more than this many policy versions ago is dropped (and counted); V-trace corrects the lag below it."""
+    """Async: a batch made more than this many policy versions ago is dropped and counted."""
     off_policy_correction: Literal["vtrace", "truncated_is", "none"] = "vtrace"
     """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
     rho_bar: float = 1.0
     """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
     vtrace_pg_bootstrap: Literal["vs", "lambda"] = "vs"
-    """V-trace actor advantage: bootstrap from vs_{t+1} (the IMPALA paper), or from lambda * vs_{t+1} + (1 - lambda) * V(x_{t+1}) (rlax), which equals GAE's advantage on-policy at every lambda. vs is the default by measurement: CartPole solved in fewer steps (RESULTS.md)."""
+    """V-trace actor advantage: bootstrap from vs_{t+1} (the IMPALA paper), or from lambda * vs_{t+1} + (1 - lambda) * V(x_{t+1}) (rlax; GAE's on-policy)."""
     c_bar: float = 1.0
-    """V-trace trace-cutting clip c-bar; at most rho_bar (the paper's assumption: with c_bar > rho_bar the traces weight a step more than its own TD error)."""
+    """V-trace trace-cutting clip c-bar; at most rho_bar (the paper's assumption)."""
     max_worker_restarts: int = 20
     """Replacements of dead or failing rollout workers allowed in one run before it stops."""
     max_env_failures: int = 3
@@ -81,17 +81,17 @@ class Config:
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
     learner_thread: bool = False
-    """Async mode on Ray: each learner step runs on its own thread while the driver waits for, screens and joins the next update's batches (IMPALA's learner thread); a worker arriving mid-step gets that step's weights when it lands, so lag is unchanged. Off by default: on 2 cores it was slower end to end in 8 of 10 measured pairs (median 5%) (benchmarks/RESULTS.md, "Learner thread"). Serial runs and sync mode always step on the driver's thread."""
+    """Async mode on Ray: run each learner step on a thread of its own while the driver gathers the next update's batches (IMPALA's learner thread)."""
     learner_threads: int = 0
-    """TensorFlow threads of the learner (intra- and inter-op); 0 = auto: on a local Ray, the cores the rollout workers leave free (at least 1), so that the learner does not take their cores; on a cluster (--address) and in serial mode, TensorFlow's default (every core)."""
+    """TensorFlow threads of the learner; 0 = auto: on a local Ray the cores the workers leave free (at least 1), elsewhere TensorFlow's default."""
 
     # --- networks ----------------------------------------------------------------
     topology: Literal["separate", "shared"] = "separate"
     """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
     torso: Literal["auto", "mlp", "nature", "impala"] = "auto"
-    """What turns an observation into features: mlp (hidden_sizes, activation); nature = the DQN Nature CNN (conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512, ReLU; images of at least 36x36); impala = the IMPALA ResNet (16/32/32 channels, each a 3x3 conv, a 3x3/2 max-pool and two residual blocks, dense 256). auto = nature for image (rank-3, H x W x C) observations, mlp otherwise. A CNN is the shared trunk in the shared topology, and ignores hidden_sizes and activation."""
+    """The encoder: mlp (hidden_sizes, activation), nature (the DQN Nature CNN, images of at least 36x36) or impala (the IMPALA ResNet); auto = nature for images, mlp otherwise."""
     cnn_precision: Literal["float32", "bfloat16"] = "float32"
-    """What a CNN torso computes in on the learner. bfloat16 = Keras mixed precision: the torso's convolutions and dense layer run in bfloat16 while every variable, the optimizers' state, the heads and the losses stay float32. It pays on GPUs with bfloat16 tensor cores and on CPUs with AMX or AVX512-BF16 (the Nature CNN's forward + backward: 1.6x on this project's 2-core machine, benchmarks/RESULTS.md, "Pixels"). Workers, evaluation and exports compute in float32 from the same float32 weights; a bfloat16 learner's log-probabilities differ from the workers' by bfloat16 rounding (~1e-2), which the importance ratios absorb. MLP torsos always compute in float32."""
+    """What a CNN encoder computes in on the learner: bfloat16 = Keras mixed precision (variables, optimizer state, heads and losses stay float32)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: Literal["tanh", "relu", "elu", "sigmoid", "silu", "swish", "linear"] = "tanh"
@@ -101,15 +101,15 @@ class Config:
 
     # --- learning ----------------------------------------------------------------
     policy_loss: Literal["pg", "clip"] = "pg"
-    """pg: one policy-gradient step per update (A2C in sync mode, IMPALA in async). clip: PPO's clipped surrogate over update_epochs passes of minibatches of each learner batch (APPO-style in async mode: V-trace advantages, ratio to the learner's policy before the update)."""
+    """pg: one policy-gradient step per update (A2C in sync mode, IMPALA in async). clip: PPO's clipped surrogate, update_epochs passes of minibatches."""
     clip_ratio: float = 0.2
     """policy_loss clip: the surrogate's ratio is clipped to [1 - clip_ratio, 1 + clip_ratio]."""
     update_epochs: int = 4
     """policy_loss clip: passes over each learner batch."""
     minibatch_size: int = 64
-    """policy_loss clip: samples per minibatch (each one actor and one critic optimizer step); a learner batch of n samples is split evenly into round(n / minibatch_size) of them."""
+    """policy_loss clip: samples per minibatch (one step of each optimizer); a batch of n samples is split evenly into round(n / minibatch_size)."""
     normalize_obs: Optional[bool] = False
-    """Normalise observations by running mean and variance, merged in the learner from every batch and sent to the workers with the weights (VecNormalize-style; checkpointed, exported); null = auto: on for vector observations, off for images (which the network scales by 1/255)."""
+    """Normalise observations by running mean and variance, kept by the learner and sent with the weights; null = auto: on for vectors, off for images."""
     obs_clip: float = 10.0
     """With normalize_obs: normalised observations are clipped to [-obs_clip, obs_clip]."""
     normalize_reward: bool = False
@@ -129,13 +129,13 @@ class Config:
     actor_lr: float = 1e-3
     """Actor optimizer (Adam) initial learning rate."""
     actor_lr_decay_steps: int = 0
-    """Actor schedule: updates per decay period (ExponentialDecay decay_steps); 0 = auto, the run's planned updates (total_env_steps / env steps per update), so the rate falls by actor_lr_decay_rate once over the whole budget and no long run freezes."""
+    """Actor schedule: optimizer steps per decay period; 0 = auto: the run's planned optimizer steps, so the rate falls by actor_lr_decay_rate once over the budget."""
     actor_lr_decay_rate: float = 0.5
     """Actor schedule: lr multiplier per decay period (1.0 = constant)."""
     critic_lr: float = 1e-3
     """Critic optimizer (Adam) initial learning rate."""
     critic_lr_decay_steps: int = 0
-    """Critic schedule: updates per decay period; 0 = auto, as for the actor."""
+    """Critic schedule: optimizer steps per decay period; 0 = auto, as for the actor."""
     critic_lr_decay_rate: float = 0.5
     """Critic schedule: lr multiplier per decay period (1.0 = constant)."""
     lr_staircase: bool = False
@@ -155,7 +155,7 @@ class Config:
     log_every_s: float = 2.0
     """Seconds between progress lines / metric rows."""
     checkpoint_every: int = 250
-    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM). Envs are never restarted for a checkpoint: episodes end only by the env."""
+    """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM); envs are never restarted for one."""
     keep_checkpoints: int = 3
     """How many of the newest checkpoints stay on disk."""
 

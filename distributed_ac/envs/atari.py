@@ -19,7 +19,7 @@ another probability, 0 for the deterministic ALE of the older papers.
 Reports count the game, not the learning signal: `GameScore` sits directly above the
 frame skip, below episodic life and clipping, and when the game (all lives) ends it puts
 the raw score and the agent steps played in `info` (GAME_SCORE, GAME_LENGTH);
-rollout.py reports those episodes instead of its own per-life sums of clipped rewards.
+acting/worker.py reports those episodes instead of its own per-life sums of clipped rewards.
 Evaluation builds the stack with `training=False`, whose episodes are whole games with
 raw rewards.
 
@@ -177,7 +177,7 @@ def _channels_last(env: gym.Env) -> gym.Env:
 
 
 def make_single(env_id: str, p: Preprocess, **make_kwargs) -> gym.Env:
-    """One preprocessed env (evaluate.py; tests), as make_vector_env makes each sub-env."""
+    """One preprocessed env (dac evaluate; tests), as make_vector_env makes each sub-env."""
     if is_ale(env_id):
         env, wrappers = gym.make(env_id, **ale_make_kwargs(p), **make_kwargs), ale_wrappers(p)
     else:

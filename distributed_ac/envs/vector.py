@@ -1,7 +1,7 @@
 """Vector environments: one place that knows how Gymnasium envs are made and checked.
 
 `make_vector_env` returns a Gymnasium 1.x VectorEnv in NEXT_STEP autoreset mode (the
-step after an episode ends is a reset step whose action is ignored; rollout.py masks
+step after an episode ends is a reset step whose action is ignored; acting/worker.py masks
 it). `EnvSpace` is the small, picklable description of the spaces that the learner and
 the policy need, so the learner never has to hold an environment.
 

@@ -1,5 +1,5 @@
 """The CNN torsos' forward pass in NumPy, for rollout workers (which never import
-TensorFlow). The architecture constants live here so that cnn.py (Keras) and this module
+TensorFlow). The architecture constants live here so that keras_cnn.py (Keras) and this module
 describe one network; a test holds the two to 1e-5.
 
 Each convolution is im2col then one matmul: `sliding_window_view` gives every output
@@ -49,7 +49,7 @@ class Conv:
 
     def _buffers(self, shape: tuple, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """The patch and output arrays, kept between calls: a fresh 13 MB patch matrix is
-        a new mapping whose pages fault on first touch (the MLP's lesson in policy.py)."""
+        a new mapping whose pages fault on first touch (the lesson of mlp.py)."""
         if self._cols.shape != shape:
             self._cols = np.empty(shape, np.float32)
             self._out = np.empty((rows, self.w.shape[1]), np.float32)
@@ -94,7 +94,7 @@ def max_pool_3x3_s2_same(x: np.ndarray) -> np.ndarray:
 
 
 class NumpyTorso:
-    """A CNN torso over its Weights arrays (cnn.py's bundle order): [B, H, W, C] uint8 or
+    """A CNN torso over its Weights arrays (keras_cnn.py's bundle order): [B, H, W, C] uint8 or
     float32 images -> [B, features] float32."""
 
     def __init__(self, kind: str, params: list[np.ndarray]):

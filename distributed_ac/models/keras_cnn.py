@@ -1,5 +1,5 @@
 """CNN torsos for image observations: Keras layers for the learner, and a plain-TF twin
-over a flat parameter list for the exported SavedModel. (numpy_cnn.py is the workers'.)
+over a flat parameter list for the exported SavedModel. (cnn.py is the workers'.)
 
 - Nature CNN (Mnih et al. 2015, cleanRL's ppo_atari): conv 32 8x8 stride 4, conv 64
   4x4 stride 2, conv 64 3x3 stride 1 (valid padding), flatten, dense 512, ReLU after each.
@@ -7,12 +7,12 @@ over a flat parameter list for the exported SavedModel. (numpy_cnn.py is the wor
   max-pool and two residual blocks (ReLU, conv, ReLU, conv, + input), all 'same' padded;
   then ReLU, flatten, dense 256, ReLU.
 
-A torso is one Keras layer, so a path (networks.py) is [torso, head] and the shared
+A torso is one Keras layer, so an encoder part (learning/networks.py) is one layer and the shared
 topology shares the very same torso object. uint8 images become float x/255 here, inside
 the graph: everything before it (env, Batch, object store) moves bytes.
 
 `bundle_variables` fixes the order a torso's arrays take in a Weights bundle, which
-numpy_cnn.py and `tf_forward` read back: each conv's kernel [kh, kw, C_in, C_out] and
+cnn.py and `tf_forward` read back: each conv's kernel [kh, kw, C_in, C_out] and
 bias in the order the image meets them (IMPALA: per stack, its conv, then block 1's two
 convs, then block 2's), then the dense kernel and bias.
 """

@@ -1,7 +1,7 @@
 """The only module that imports Ray: start-up and shutdown, remote workers, weight
 broadcast, the ray.wait loop.
 
-`RayPool` implements pool.Pool over Ray actors, so the driver loop in train.py reads the
+`RayPool` implements pool.Pool over Ray actors, so the driver loop in training/trainer.py reads the
 same in serial and Ray modes. Ray itself is imported by `load()`, not at the top: an
 embedded local Ray must be told to bind to loopback before Ray is imported.
 """
@@ -61,9 +61,8 @@ class _PlacedRolloutWorker(RolloutWorker):
 
 # By default a new Ray starts one idle worker process per CPU as soon as the driver
 # connects. The pool's actors start their own processes at once anyway, so locally the
-# spares only compete with TensorFlow's import for the CPUs: on 2 cores, one unused worker
-# (~0.7 CPU-s of imports) cost ~0.4 s of start-up (RESULTS.md). Applies to a Ray this
-# process starts; a cluster keeps the settings it was started with.
+# spares only compete with TensorFlow's import for the CPUs and delay the first update.
+# Applies to a Ray this process starts; a cluster keeps the settings it was started with.
 LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
@@ -130,9 +129,9 @@ class RayPool:
         self.inline_bytes = inline_bytes
         self._make_worker = new_worker or self._new_worker
         num_workers = plan.workers
-        # No runtime_env: the worker limits its own threads (rollout.limit_threads), so it
-        # starts in a plain worker process (~0.3 s) instead of waiting for Ray's runtime-env
-        # agent to prepare one (~1.5 s).
+        # No runtime_env: the worker limits its own threads (worker.limit_threads), so it
+        # starts in a plain worker process instead of waiting for Ray's runtime-env agent
+        # to prepare one, which takes several times as long.
         self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": "SPREAD"}
         self._cls = ray.remote(_PlacedRolloutWorker).options(**self._options)
         self.workers = [self._make_worker(i) for i in range(num_workers)]
@@ -194,9 +193,8 @@ class RayPool:
         A small one (up to INLINE_BYTES) travels inside each collect call instead (Ray
         copies arguments under 100 KB into the call itself), at any worker count: a
         worker handed an ObjectRef first asks the driver where the object is and then
-        reports itself as a borrower, two messages the driver serves per collect. With
-        256 synthetic workers and a 37 KB bundle the driver took 1.2-1.4x more batches
-        a second inline (benchmarks/scale_sim.py, RESULTS.md 'Scale').
+        reports itself as a borrower, two messages the driver serves per collect
+        (benchmarks/scale_sim.py measures the difference).
         """
         key = (weights.version, weights.target_version)
         if self._published is None or self._published[:2] != key:
@@ -244,7 +242,7 @@ class RayPool:
         return [i for i in range(len(self.workers)) if i not in busy]
 
     def _get_all(self, slots: list[int], refs: list) -> list[Batch | None]:
-        """The ready batches in one ray.get (one call costs ~0.3 ms whatever it carries);
+        """The ready batches in one ray.get (a call's cost hardly depends on what it carries);
         if any worker failed, each ref on its own, so a failure costs only its batch."""
         try:
             batches = ray.get(refs)

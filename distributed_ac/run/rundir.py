@@ -186,7 +186,7 @@ def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
     """Check that `cfg` may continue the run at `path` and that a checkpoint there can be
     read, then record `cfg` as the run's config.
 
-    The restore itself comes later (train.py), so a resume whose checkpoints are all
+    The restore itself comes later (training/trainer.py), so a resume whose checkpoints are all
     unreadable would otherwise fail after config.yaml already held settings no
     checkpoint was trained with."""
     run = check_resume(path, cfg)

@@ -1,7 +1,7 @@
 """Start-up: the pool and the learner, overlapped, so a run reaches its first update soon.
 
-Kept out of train.py, which is the driver loop and nothing else. Every Ray call is in
-ray_pool.py; this module only decides what starts where, and in which order.
+Kept out of trainer.py, which is the driver loop and nothing else. Every Ray call is in
+pool/ray_pool.py; this module only decides what starts where, and in which order.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool) -> Pool:
 
 @contextlib.contextmanager
 def _without_matplotlib():
-    """Keras imports matplotlib (pyplot too: ~0.6 s of the ~3 s TensorFlow import) only
-    for image-gallery helpers, inside try/except ImportError; the learner never draws,
-    so matplotlib stays hidden while TensorFlow loads and importable again after."""
+    """Keras imports matplotlib (pyplot too, a fifth of TensorFlow's import time) only for
+    image-gallery helpers, inside try/except ImportError; the learner never draws, so
+    matplotlib stays hidden while TensorFlow loads and importable again after."""
     if "matplotlib" in sys.modules:
         yield
         return
@@ -67,13 +67,13 @@ def _without_matplotlib():
 
 def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool, stop=None):
     """Import TensorFlow, build the Learner and warm its step up on a thread while this
-    one starts Ray and the workers: on the 2-core machine the two (~4.5 s each) then
-    overlap instead of adding up. Ray stays on the main thread: the servers it starts
-    die with the thread that started them (PR_SET_PDEATHSIG), and signals need it too.
+    one starts Ray and the workers, so that the two overlap instead of adding up. Ray
+    stays on the main thread: the servers it starts die with the thread that started
+    them (PR_SET_PDEATHSIG), and signals need it too.
 
     Ray is imported before the thread starts: both imports are mostly Python holding the
-    GIL, and alongside TensorFlow's Ray's took 2.2 s instead of 0.6 s and held back
-    everything Ray starts (learner and worker ready at 8.2-9.3 s instead of 7.2-8.0 s).
+    GIL, and imported beside TensorFlow's, Ray's took several times as long and held
+    back everything Ray starts (benchmarks/RESULTS.md, start-up).
 
     `stop` (train.StopSignals) turns Ctrl-C into a flag while both threads import: it is
     checked here between steps and raises errors.Interrupted (see there for why)."""
@@ -108,7 +108,7 @@ def local_learner_threads(cfg: Config, address: str | None) -> int | None:
 
 def _warm_learner(cfg: Config, space, threads: int | None):
     with _without_matplotlib():
-        tf = load_tensorflow()  # its C++ start-up lines held back (quiet.py)
+        tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
         from distributed_ac.learning.learner import Learner
 
     set_tf_threads(tf, threads)

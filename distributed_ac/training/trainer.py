@@ -13,7 +13,7 @@ Around the loop, in plain Python (never inside the tf.function): a metrics row e
 `log_every_s`, a checkpoint every `checkpoint_every` updates (envs go on: an episode
 ends only by the env), and SIGINT / SIGTERM, which end the loop after the current
 update with a final checkpoint. Start-up lives in startup.py, checkpoints in
-checkpoint.py.
+run/checkpoint.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Local mode binds every Ray server to 127.0.0.1 and starts no dashboard unless asked."""
 
 import ipaddress
+import os
 import subprocess
 import sys
 import time
@@ -48,3 +49,18 @@ def test_local_training_listens_on_loopback_only_and_serves_no_dashboard(tmp_pat
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_a_local_run_keeps_token_authentication_and_prints_only_its_own_lines(tmp_path):
+    """Ray's default for a new local cluster is token authentication, with a line about it
+    on every start; asked for by name it stays on, and the console holds our lines only."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--num-workers", "1",
+                          "--total-env-steps", "1024", "--log-every-s", "1000", "--run-dir",
+                          str(tmp_path / "run")], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ours = ("dac: ", "run directory ", "learning rates ", "learner on ", "worker 0: ",
+            "env_steps ")
+    strangers = [line for line in out.stderr.splitlines() if not line.startswith(ours)]
+    assert not strangers, strangers

@@ -35,6 +35,9 @@ def load(local: bool):
     if ray is None:
         if local:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            # Token authentication, Ray's default for a new local cluster, asked for by
+            # name: Ray then keeps it without printing a line about it on every start.
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
         import ray as ray_module
 
         ray = ray_module

@@ -64,17 +64,14 @@ def test_fast_config_solves_cartpole_within_160k_env_steps_on_local_ray():
     assert summary["max_policy_lag"] == 1, summary
 
 
-def test_the_learner_thread_makes_the_same_updates_as_the_driver_thread_with_one_worker():
-    """With --learner-thread the step runs beside the driver's wait, and a worker arriving
-    mid-step is handed that step's weights when it lands: every batch is made by the same
-    weights as without the thread, so one worker's run is the same run."""
-    flags = ("--config", FAST_CONFIG, "--num-workers", "1", "--seed", "0",
-             "--total-env-steps", "160000")
-    thread, _ = dac_train(*flags, "--learner-thread")
-    driver, _ = dac_train(*flags, "--no-learner-thread")
-    same = ("env_steps", "updates", "episodes", "mean_return_100", "max_policy_lag")
-    assert {k: thread[k] for k in same} == {k: driver[k] for k in same}, (thread, driver)
-    assert thread["solved"]
+def test_the_learner_thread_trains_cartpole_when_an_update_joins_fewer_batches_than_workers():
+    """IMPALA's regime, where the thread is used: two workers, one batch an update; the
+    unit tests in test_trainer_loop.py hold its mechanics (lag as without the thread)."""
+    summary, _ = dac_train("--config", FAST_CONFIG, "--num-workers", "2", "--seed", "0",
+                           "--batches-per-update", "1", "--learner-thread",
+                           "--total-env-steps", "400000")
+    assert summary["batches_per_update"] == 1 and summary["dropped_batches"] == 0, summary
+    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
 
 
 def test_cartpoles_preset_at_eight_workers_solves_within_its_budget():

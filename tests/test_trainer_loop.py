@@ -286,17 +286,26 @@ def test_with_the_learner_thread_a_worker_arriving_mid_step_gets_that_steps_weig
 
 
 def test_with_the_learner_thread_a_failing_step_stops_the_run_on_the_driver(tmp_path):
-    pool = ScriptedPool(1, order=[0], nan_rewards={1, 2})
+    pool = ScriptedPool(2, order=[0, 1], nan_rewards={1, 2})
     with pytest.raises(NonFiniteLossError):
-        run_overlapped(tmp_path, pool, max_nonfinite_updates=2, total_env_steps=10 * T * N)
+        run_overlapped(tmp_path, pool, max_nonfinite_updates=2, batches_per_update=1,
+                       total_env_steps=10 * T * N)
 
 
 def test_with_the_learner_thread_a_nonfinite_loss_skips_only_that_update(tmp_path):
-    pool = ScriptedPool(1, order=[0], nan_rewards={2})
-    trainer, _ = run_overlapped(tmp_path, pool, total_env_steps=4 * T * N)
+    pool = ScriptedPool(2, order=[0, 1], nan_rewards={2})
+    trainer, _ = run_overlapped(tmp_path, pool, batches_per_update=1, total_env_steps=4 * T * N)
     c = trainer.state.counters
     assert trainer.learner.skipped_updates == 1
     assert c.batches == 5 and c.updates == 4 and c.env_steps == 4 * T * N
+
+
+def test_the_learner_thread_is_not_used_when_every_worker_joins_each_update(tmp_path):
+    """B = W: the workers already sample while the learner trains, and a thread would let
+    a fast worker deliver twice in one update (lag 2 for a slow one)."""
+    trainer, on_main = run_overlapped(tmp_path, ScriptedPool(2, order=[0, 1]),
+                                      total_env_steps=3 * 2 * T * N)
+    assert not trainer.overlap and on_main == [True] * 3
 
 
 def test_the_summary_of_a_run_that_finished_no_episode_is_strict_json_with_a_null_mean(tmp_path):

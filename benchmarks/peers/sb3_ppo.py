@@ -120,6 +120,20 @@ ZOO_PPO: dict[str, dict] = {
     },
 }
 # rl-zoo lists LunarLanderContinuous-v3 with the very same values as LunarLander-v3.
+ZOO_PPO["CartPole-v1"] = {
+    "zoo_key": "CartPole-v1",
+    "n_envs": 8,
+    "n_timesteps": 1e5,
+    "policy": "MlpPolicy",
+    "n_steps": 32,
+    "batch_size": 256,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "n_epochs": 20,
+    "ent_coef": 0.0,
+    "learning_rate": "lin_0.001",
+    "clip_range": "lin_0.2",
+}
 ZOO_PPO["LunarLanderContinuous-v3"] = {**ZOO_PPO["LunarLander-v3"],
                                      "zoo_key": "LunarLanderContinuous-v3"}
 ZOO_SOURCE = "DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml @ eec15dc"
@@ -141,6 +155,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="JSONL file; one line is appended")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: the machine has 2 cores)")
+    p.add_argument("--stop-at-return", type=float, default=None,
+                   help="also stop once the 100-episode mean reaches this (time to solve)")
     p.add_argument("--curve", default=None,
                    help=f"CSV of env_steps,wall_s,mean_return_100 every ~{CURVE_EVERY} steps")
     a = p.parse_args(argv)
@@ -195,7 +211,18 @@ def build(env_id: str, seed: int):
     return model, env
 
 
-def make_callback(budget: int, t0: float, curve_path: str | None):
+def process_age_s() -> float:
+    """Seconds since the kernel started this process (Linux), imports included."""
+    import os
+
+    with open("/proc/self/stat") as f:
+        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def make_callback(budget: int, t0: float, curve_path: str | None, target: float | None = None):
     import collections
     import time
 
@@ -212,6 +239,7 @@ def make_callback(budget: int, t0: float, curve_path: str | None):
             self.next_row = CURVE_EVERY
             self.last_row = -1  # env_steps of the last curve row written
             self._curve = None
+            self.solved_at: tuple[int, float] | None = None  # (env steps, process age s)
             if curve_path:
                 self._curve = open(curve_path, "w")
                 self._curve.write("env_steps,wall_s,mean_return_100\n")
@@ -236,6 +264,10 @@ def make_callback(budget: int, t0: float, curve_path: str | None):
                 self.row()
                 while self.next_row <= self.num_timesteps:
                     self.next_row += CURVE_EVERY
+            if (target is not None and len(self.returns) == self.returns.maxlen
+                    and self.mean_return() >= target):
+                self.solved_at = (self.num_timesteps, process_age_s())
+                return False
             return self.num_timesteps < budget
 
         def close(self) -> None:
@@ -309,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sb3_ppo.py: {args.env} needs a package that is not installed: {e}", file=sys.stderr)
         return 1
     setup_s = time.perf_counter() - t0
-    rec = make_callback(args.steps, t0, args.curve)
+    rec = make_callback(args.steps, t0, args.curve, args.stop_at_return)
     t1 = time.perf_counter()
     try:
         model.learn(total_timesteps=args.steps, callback=rec)
@@ -344,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         "setup_s": round(setup_s, 3),
         "learn_s": round(learn_s, 3),
         "steps_per_s": round(model.num_timesteps / wall_s, 1),
+        # --stop-at-return: env steps, and seconds from process start (imports included)
+        "solved_at_env_steps": rec.solved_at[0] if rec.solved_at else None,
+        "target_s_from_process_start": round(rec.solved_at[1], 3) if rec.solved_at else None,
         "torch_threads": torch.get_num_threads(),
         "hyperparams": hp,
         "hyperparams_source": ZOO_SOURCE,

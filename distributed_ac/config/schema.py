@@ -81,7 +81,7 @@ class Config:
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """Learner device: auto = GPU when TensorFlow sees one, else CPU."""
     learner_thread: bool = False
-    """Async mode on Ray: run each learner step on a thread of its own while the driver gathers the next update's batches (IMPALA's learner thread)."""
+    """Async mode on Ray, fewer batches an update than workers: each learner step runs on a thread of its own while the driver gathers the next (IMPALA's learner thread)."""
     learner_threads: int = 0
     """TensorFlow threads of the learner; 0 = auto: on a local Ray the cores the workers leave free (at least 1), elsewhere TensorFlow's default."""
 

@@ -104,8 +104,10 @@ class Trainer:
         self.plan = pool.plan
         self.num_workers = self.plan.workers
         self.per_update = self.plan.batches_per_update
-        # serial runs keep one thread (exact resume); sync mode has nothing to overlap
-        self.overlap = cfg.learner_thread and cfg.mode == "async" and not cfg.serial
+        # serial runs keep one thread (exact resume); sync mode has nothing to overlap, and
+        # with every worker's batch in each update the workers already sample during it
+        self.overlap = (cfg.learner_thread and cfg.mode == "async" and not cfg.serial
+                        and self.per_update < self.num_workers)
         self.state = RunState.fresh(cfg)
         self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None

@@ -73,8 +73,10 @@ class RunPlan:
                    expected_lag=round(self.expected_lag, 2))
         return out
 
-    def write(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.summary(), sort_keys=False))
+    def write(self, path: str | Path, **resolved) -> None:
+        """plan.yaml: the plan, and what else the run resolved once (`resolved`: the
+        model's parts, the learner's device and threads)."""
+        Path(path).write_text(yaml.safe_dump({**self.summary(), **resolved}, sort_keys=False))
 
 
 def split_envs(num_envs: int, workers: int) -> tuple[int, ...]:
@@ -87,7 +89,7 @@ def make_plan(cfg: Config, workers: int) -> RunPlan:
     """The plan of `cfg` on `workers` rollout workers."""
     envs = ((cfg.envs_per_worker,) * workers if cfg.envs_per_worker
             else split_envs(cfg.num_envs, workers))
-    per_update = _batches_per_update(cfg, envs)
+    per_update = _joined_batches(cfg, envs)
     samples = sum(sorted(envs, reverse=True)[:per_update]) * cfg.rollout_length
     clip = cfg.policy_loss == "clip"
     minibatches = minibatch_count(samples, cfg.minibatch_size) if clip else 1
@@ -97,7 +99,7 @@ def make_plan(cfg: Config, workers: int) -> RunPlan:
                    updates=max(1, -(-cfg.total_env_steps // samples)))
 
 
-def _batches_per_update(cfg: Config, envs: tuple[int, ...]) -> int:
+def _joined_batches(cfg: Config, envs: tuple[int, ...]) -> int:
     workers = len(envs)
     if cfg.mode == "sync":
         return workers

@@ -105,7 +105,7 @@ def _index_wrapper():
     return lambda env: _NameSubEnvErrors(env, next(counter))
 
 
-def _mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str:
+def _vector_mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str:
     if vectorization == "auto":
         return "vector_entry_point" if spec.vector_entry_point else "sync"
     if vectorization == "vector_entry_point" and not spec.vector_entry_point:
@@ -124,7 +124,7 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
         # preprocessing in Gymnasium's wrappers (benchmarks/atari_env.py, README)
         return _checked(made(env, lambda: atari.make_ale_vector(env_id, num_envs, preprocess)), env)
     make_kwargs, extra = _preprocessing(env_id, preprocess)
-    mode = "sync" if extra and vectorization == "auto" else _mode(vectorization, gym.spec(env_id))
+    mode = "sync" if extra and vectorization == "auto" else _vector_mode(vectorization, gym.spec(env_id))
     if extra and mode == "vector_entry_point":
         raise EnvError(f"'{env}' with image preprocessing needs vectorization sync or async")
     vector_kwargs: dict = {}

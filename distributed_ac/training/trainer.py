@@ -19,6 +19,7 @@ run/checkpoint.py.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import sys
@@ -91,6 +92,11 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     return trainer.summary(time.monotonic() - start, stop)
 
 
+def _plain(d: dict) -> dict:
+    """A dataclass's dict with tuples as lists (YAML-safe)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
 class Trainer:
     """One session of a run: the loop over pool and learner, and what records it."""
 
@@ -122,7 +128,9 @@ class Trainer:
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
-        self.plan.write(run.plan)
+        self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
+                        learner_device=self.learner.device,
+                        learner_threads=self.learner.threads or "TensorFlow's default")
         spans = self.learner.plan(self.plan)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "

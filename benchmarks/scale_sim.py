@@ -37,7 +37,9 @@ import numpy as np  # noqa: E402
 from distributed_ac.config.plan import make_plan  # noqa: E402
 from distributed_ac.config.schema import Config  # noqa: E402
 from distributed_ac.core.batch import Batch  # noqa: E402
-from distributed_ac.envs.vector import probe_space  # noqa: E402
+from distributed_ac.config import presets  # noqa: E402
+from distributed_ac.config.schema import load_yaml  # noqa: E402
+from distributed_ac.envs.vector import EnvSpace, probe_space  # noqa: E402
 from distributed_ac.pool import ray_pool  # noqa: E402
 from distributed_ac.run import rundir  # noqa: E402
 from distributed_ac.run.metrics import ConsoleProgress, percentile  # noqa: E402
@@ -179,11 +181,16 @@ def simulate(workers: int, args) -> dict:
     from distributed_ac.training.trainer import Trainer
 
     ray = ray_pool.load(local=True)
-    cfg = Config(env="CartPole-v1", num_workers=workers, num_envs=args.num_envs,
-                 envs_per_worker=args.envs_per_worker, rollout_length=args.rollout_length,
-                 total_env_steps=10**12, checkpoint_every=10**9, log_every_s=1e9,
-                 batches_per_update=args.batches_per_update)
-    space = probe_space(cfg.env, cfg.vectorization)
+    base = load_yaml(presets.DIR / "atari.yaml", Config(env="ALE/Breakout-v5")) if args.atari \
+        else Config(env="CartPole-v1")
+    cfg = dataclasses.replace(base, num_workers=workers, num_envs=args.num_envs,
+                              envs_per_worker=args.envs_per_worker,
+                              rollout_length=args.rollout_length, total_env_steps=10**12,
+                              checkpoint_every=10**9, log_every_s=1e9,
+                              batches_per_update=args.batches_per_update)
+    space = (EnvSpace("ALE/Breakout-v5", int(np.prod(args.obs_shape)), True, 4,
+                      obs_shape=args.obs_shape, obs_dtype="uint8") if args.atari
+             else probe_space(cfg.env, cfg.vectorization))
     timer = Timer()
     real_wait, real_get = ray.wait, ray.get
     timed_wait = {True: timer.wrap("ray.wait (blocks)", real_wait),
@@ -234,7 +241,8 @@ def summarize(trainer, timer: Timer, wall: float, workers: int, args, cfg: Confi
     return {"benchmark": "scale_sim", "workers": workers, "period_s": args.period_s,
             "sample_s": args.sample_s,
             "batches_per_update": trainer.per_update, "obs_shape": list(args.obs_shape),
-            "obs_dtype": args.obs_dtype, "learner": "none" if args.no_learner else "mlp",
+            "obs_dtype": args.obs_dtype,
+            "learner": "none" if args.no_learner else ("nature_cnn" if args.atari else "mlp"),
             "seconds": round(wall, 2), "updates_per_s": round(c.updates / wall, 1),
             "batches_per_s": round(c.batches / wall, 1),
             "samples_per_s": round(c.env_steps / wall, 1),
@@ -245,11 +253,20 @@ def summarize(trainer, timer: Timer, wall: float, workers: int, args, cfg: Confi
             "learner_batch": trainer.plan.learner_batch,
             "lag_p50": percentile(lags, 50), "lag_p95": percentile(lags, 95),
             "lag_max": max(lags) if lags else None,
-            # backpressure: the share of the workers' time spent waiting to be resubmitted
+            # backpressure: the share of the workers' time spent waiting to be resubmitted, as
+            # the batches report it (a wait still under way at the end is not reported yet),
+            # and the share they spent collecting (exact: a synthetic collect takes fixed time)
             "worker_wait_pct": round(100.0 * c.worker_wait_s / (wall * workers), 1),
+            "worker_busy_pct": round(100.0 * c.batches * _collect_s(args, trainer.plan)
+                                     / (wall * workers), 1),
             "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 3),
             "max_policy_lag": cfg.max_policy_lag, "wait": args.wait,
             "inline_weights": args.inline_weights}
+
+
+def _collect_s(args, plan) -> float:
+    """Seconds an average synthetic collect takes."""
+    return args.period_s + args.sample_s * plan.rollout_length * sum(plan.envs) / plan.workers
 
 
 def _batch_bytes(args, plan) -> int:
@@ -273,6 +290,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--slots-per-actor", type=int, default=16)
     p.add_argument("--obs-shape", type=int, nargs="+", default=[4])
     p.add_argument("--no-learner", action="store_true")
+    p.add_argument("--atari", action="store_true",
+                   help="the Atari preset's learner (the Nature CNN, clip) on uint8 frames")
     p.add_argument("--wait", choices=["batched", "one-by-one"], default="batched",
                    help="RayPool.wait, or the one-ray.wait-per-batch loop it replaced")
     p.add_argument("--inline-weights", action="store_true",
@@ -280,8 +299,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     args.obs_shape = tuple(args.obs_shape)
     args.obs_dtype = "float32" if args.obs_shape == (4,) else "uint8"
-    if args.obs_dtype == "uint8" and not args.no_learner:
-        p.error("image observations need --no-learner (the MLP learner takes 4 floats)")
+    if args.obs_dtype == "uint8" and not (args.no_learner or args.atari):
+        p.error("image observations need --atari or --no-learner (the MLP takes 4 floats)")
     ray_pool.start_ray(None, False, num_cpus=os.cpu_count())
     try:
         for w in args.workers:

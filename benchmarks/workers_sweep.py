@@ -67,22 +67,29 @@ def cmd_run(args) -> None:
 
 def cmd_table(args) -> None:
     rows = load(args.out)
-    print("| env | W | 100-episode mean per seed (0, 1, 2) | median | updates | lag p95 (max) "
-          "| dropped | workers waited | wall s (median) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| env (flags) | W | 100-episode mean per seed | median | env steps | updates "
+          "| lag p95 (max) | dropped | workers waited | wall s (median) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     cells: dict[tuple, list[dict]] = {}
     for r in rows:
         cells.setdefault((r["env"], r["workers"], tuple(r["flags"])), []).append(r)
-    for (env, w, flags), rs in cells.items():
+    for (env, w, flags), rs in sorted(cells.items(), key=lambda c: (c[0][0], c[0][2], c[0][1])):
         rs.sort(key=lambda r: r["seed"])
+        seeds = ", ".join(str(r["seed"]) for r in rs)
         scores = ", ".join(f"{r['mean_return_100']:.0f}" for r in rs)
         lag = f"{max(r['policy_lag_p95'] for r in rs)} ({max(r['max_policy_lag'] for r in rs)})"
-        name = env + (f" {' '.join(flags)}" if flags else "")
-        print(f"| {name} | {w} | {scores} | "
+        name = env + (f" ({' '.join(flags)})" if flags else "")
+        print(f"| {name} | {w} | {scores} (seeds {seeds}) | "
               f"{statistics.median(r['mean_return_100'] for r in rs):.0f} | "
-              f"{rs[0]['updates']} | {lag} | {sum(r['dropped_batches'] for r in rs)} | "
+              f"{_span([r['env_steps'] for r in rs])} | {_span([r['updates'] for r in rs])} | "
+              f"{lag} | {sum(r['dropped_batches'] for r in rs)} | "
               f"{statistics.median(r['worker_wait_pct'] for r in rs):.0f}% | "
               f"{statistics.median(r['wall_s'] for r in rs):.0f} |")
+
+
+def _span(values: list[int]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
 def main(argv: list[str]) -> int:

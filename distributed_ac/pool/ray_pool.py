@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import threading
 
 from distributed_ac.acting.worker import RolloutWorker
@@ -33,7 +34,9 @@ def load(local: bool):
     a cluster must not set it (the cluster's nodes have to reach it)."""
     global ray
     if ray is None:
-        if local:
+        # Ray reads these when it is first imported; set after that, they would reach only
+        # the processes it starts (a GCS asking for a token its driver does not send).
+        if local and "ray" not in sys.modules:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             # Token authentication, Ray's default for a new local cluster, asked for by
             # name: Ray then keeps it without printing a line about it on every start.

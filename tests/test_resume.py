@@ -139,3 +139,21 @@ def test_resume_is_bit_exact_with_the_clipped_objective_and_normalisation_too(tm
     assert any(n.startswith("return_stats") for n in a)
     for name in a:
         assert np.array_equal(a[name], b[name]), name
+
+
+@pytest.mark.parametrize("extra", [dict(core="lstm", core_size=8),
+                                   dict(core="gru", core_size=8, policy_loss="clip",
+                                        update_epochs=2, minibatch_size=16, topology="shared")])
+def test_resume_is_bit_exact_with_a_recurrent_core(tmp_path, extra):
+    """The workers' core states are saved beside the replayed actions (a replay rebuilds
+    the envs, not the state, which took every past version's weights)."""
+    once = run(tmp_path / "once", K + M, **extra)
+    run(tmp_path / "split", K, **extra)
+    with np.load(tmp_path / "split" / "checkpoints" / f"ckpt-{K}.workers.npz") as saved:
+        assert any("_core_actor.core" in k for k in saved.files)
+    resumed = run(tmp_path / "split", K + M, resume=True, **extra)
+    a, b = checkpoint_tensors(once), checkpoint_tensors(resumed)
+    assert a.keys() == b.keys() and any("core" in n for n in a)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    assert resumed["episodes"] == once["episodes"]

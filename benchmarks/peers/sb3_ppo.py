@@ -136,6 +136,10 @@ ZOO_PPO["CartPole-v1"] = {
 }
 ZOO_PPO["LunarLanderContinuous-v3"] = {**ZOO_PPO["LunarLander-v3"],
                                      "zoo_key": "LunarLanderContinuous-v3"}
+# sb3-contrib's RecurrentPPO, from the zoo's hyperparams/ppo_lstm.yml (@ 038ab16); the env
+# is the zoo's CartPoleNoVel-v1: CartPole-v1 with both velocities multiplied by 0.
+ZOO_PPO["CartPoleNoVel-v1"] = {**ZOO_PPO["CartPole-v1"], "zoo_key": "CartPoleNoVel-v1",
+                               "policy": "MlpLstmPolicy", "algo": "RecurrentPPO"}
 ZOO_SOURCE = "DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml @ eec15dc"
 
 CURVE_EVERY = 10_000  # env steps between learning-curve rows
@@ -189,6 +193,8 @@ def build(env_id: str, seed: int):
     hp = dict(ZOO_PPO[env_id])
     for k in ("zoo_key", "n_timesteps"):
         hp.pop(k)
+    if hp.pop("algo", "PPO") == "RecurrentPPO":
+        from sb3_contrib import RecurrentPPO as PPO
     n_envs = hp.pop("n_envs", 1)
     normalize = hp.pop("normalize", False)
     policy = hp.pop("policy")
@@ -201,7 +207,8 @@ def build(env_id: str, seed: int):
             pk["activation_fn"] = getattr(nn, pk["activation_fn"].removeprefix("nn."))
         hp["policy_kwargs"] = pk
 
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    make = no_velocity_cartpole if env_id == "CartPoleNoVel-v1" else env_id
+    env = make_vec_env(make, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
     if normalize:
         nkw = {} if normalize is True else dict(normalize)
         if "gamma" in hp:
@@ -209,6 +216,16 @@ def build(env_id: str, seed: int):
         env = VecNormalize(env, **nkw)
     model = PPO(policy, env, seed=seed, device="cpu", verbose=0, **hp)
     return model, env
+
+
+def no_velocity_cartpole():
+    """rl_zoo3's MaskVelocityWrapper on CartPole-v1: observations times [1, 0, 1, 0]."""
+    import gymnasium as gym
+    import numpy as np
+
+    mask = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
+    return gym.wrappers.TransformObservation(gym.make("CartPole-v1"), lambda o: o * mask,
+                                             gym.make("CartPole-v1").observation_space)
 
 
 def process_age_s() -> float:

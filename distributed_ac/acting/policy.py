@@ -15,6 +15,7 @@ from distributed_ac.core.normalization import normalize_np
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.models import spec as parts
 from distributed_ac.models.cnn import CNNEncoder
+from distributed_ac.models.cores import RecurrentCore
 from distributed_ac.models.heads import ValueHead, action_head
 from distributed_ac.models.mlp import MLPEncoder
 from distributed_ac.models.spec import ModelSpec
@@ -27,14 +28,27 @@ def numpy_encoder(spec: ModelSpec):
 
 
 class Policy:
-    """Samples actions and computes V_target values from the newest Weights bundle."""
+    """Samples actions and computes V_target values from the newest Weights bundle.
+
+    With a recurrent core the policy also owns the cores' state for the sub-envs it acts
+    in ({"actor.core": (h, c), "v_target.core": ...}, arrays [N, H]): `reset_state(N)`
+    zeroes it, `act` and `values` advance it, and a row is zeroed wherever `starts`
+    marks the first step of an episode."""
 
     def __init__(self, space: EnvSpace, spec: ModelSpec):
         self.space, self.spec = space, spec
         self.encoder, self.head = numpy_encoder(spec), action_head(spec, space)
         self.target_encoder, self.value_head = numpy_encoder(spec), ValueHead()
+        self.cores = ({parts.ACTOR_CORE: RecurrentCore(spec.core, spec.core_size),
+                       parts.TARGET_CORE: RecurrentCore(spec.core, spec.core_size)}
+                      if spec.recurrent else {})
+        self.state: dict[str, tuple] = {}
         self.weights: Weights | None = None
         self._obs_norm: tuple[np.ndarray, np.ndarray] | None = None
+
+    def reset_state(self, n: int) -> None:
+        """Zero state for n sub-envs (nothing to do without a core)."""
+        self.state = {name: core.zero_state(n) for name, core in self.cores.items()}
 
     def load(self, weights: Weights) -> None:
         if self.weights is not None and (weights.version, weights.target_version) == (
@@ -46,6 +60,8 @@ class Policy:
         self.head.load(p, "actor")
         self.target_encoder.load(p[parts.TARGET_ENCODER])
         self.value_head.load(p, "v_target")
+        for name, core in self.cores.items():
+            core.load(p[name])
         norm = p.get(parts.OBS_NORM)
         self._obs_norm = None if norm is None else (np.asarray(norm[0], np.float32),
                                                     np.asarray(norm[1], np.float32))
@@ -65,19 +81,50 @@ class Policy:
             out[i:i + VALUE_BLOCK] = self.value_head(self.target_encoder(obs[i:i + VALUE_BLOCK]))
         return out
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
-        """The action head's output: logits [B, K] (Discrete) or the Gaussian mean of u
-        [B, A] (Box). A fresh array; act() reads the reused buffer directly."""
-        return self.head(self.encoder(self._input(obs))).copy()
+    def rollout_values(self, obs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """V_target over a rollout's T + 1 observations [T + 1, N, ...] (the last is the
+        bootstrap), the core unrolled from its state with `starts` [T + 1, N]; the state
+        advances by T steps (the bootstrap step is the next rollout's first). [T + 1, N]."""
+        steps, n = starts.shape
+        if not self.cores:
+            return self.value(obs.reshape(steps * n, *self.space.obs_shape)).reshape(steps, n)
+        x = self._input(obs.reshape(steps * n, *self.space.obs_shape))
+        features = np.concatenate([self.target_encoder(x[i:i + VALUE_BLOCK])
+                                   for i in range(0, len(x), VALUE_BLOCK)])
+        features = features.reshape(steps, n, -1)
+        core, state, outs = self.cores[parts.TARGET_CORE], self.state[parts.TARGET_CORE], []
+        for t in range(steps):
+            out, new = core.step(features[t], state, starts[t])
+            outs.append(out)
+            if t < steps - 1:
+                state = new
+        self.state[parts.TARGET_CORE] = state
+        return self.value_head(np.concatenate(outs)).reshape(steps, n)
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
-        """Sample actions for obs [B, *obs_shape] (EnvSpace.as_batch).
+    def _actor_features(self, obs: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
+        x = self.encoder(self._input(obs))
+        if self.cores:
+            x, self.state[parts.ACTOR_CORE] = self.cores[parts.ACTOR_CORE].step(
+                x, self.state[parts.ACTOR_CORE], starts)
+        return x
+
+    def forward(self, obs: np.ndarray, starts: np.ndarray | None = None) -> np.ndarray:
+        """The action head's output: logits [B, K] (Discrete) or the Gaussian mean of u
+        [B, A] (Box). A fresh array; act() reads the reused buffer directly. A recurrent
+        policy's state advances one step."""
+        return self.head(self._actor_features(obs, starts)).copy()
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False,
+            starts: np.ndarray | None = None):
+        """Sample actions for obs [B, *obs_shape] (EnvSpace.as_batch); `starts` [B] marks
+        the sub-envs whose episode begins at this step (a recurrent policy zeroes their
+        state first).
 
         Returns (stored, env_action, logp): `stored` is what the learner re-scores (the
         Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
         the env receives, `logp` is log pi(stored | obs) including the tanh Jacobian.
         """
-        out = self.head(self.encoder(self._input(obs)))  # a reused buffer: only read
+        out = self.head(self._actor_features(obs, starts))  # a reused buffer: only read
         stored, logp = self.head.sample(out, rng, deterministic)
         return stored, self.head.env_action(stored), logp
 

@@ -80,6 +80,8 @@ class RolloutWorker:
         obs, _ = self.envs.reset(seed=seed)
         self._obs = self._as_obs(obs)
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
+        self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
+        self.policy.reset_state(self.num_envs)
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
         # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
@@ -107,6 +109,8 @@ class RolloutWorker:
         obs, _ = self.envs.reset(seed=seed)
         self._obs = self._as_obs(obs)
         self._after_done[:] = False
+        self._starts[:] = True
+        self.policy.reset_state(self.num_envs)
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         if self._disc_return is not None:
@@ -143,6 +147,7 @@ class RolloutWorker:
             self._disc_return[done] = 0.0
         ended = atari.games_ended(infos) if self._games else self._episodes_ended(done)
         self._after_done = np.logical_or(te, tr)
+        self._starts = ~real  # after a reset step comes an episode's first observation
         self._obs = self._as_obs(next_obs)
         return r, te, tr, real, ended
 
@@ -164,10 +169,12 @@ class RolloutWorker:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
         T, N = self.cfg.rollout_length, self.num_envs
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths, disc = [], [], []
+        returns, lengths, disc, starts = [], [], [], []
+        core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}
         for _ in range(T):
             obs.append(self._obs)
-            stored, env_action, lp = self.policy.act(self._obs, self.rng)
+            starts.append(self._starts)
+            stored, env_action, lp = self.policy.act(self._obs, self.rng, starts=self._starts)
             r, te, tr, real, ended = self._advance(env_action)
             actions.append(stored)
             logp.append(lp)
@@ -181,9 +188,9 @@ class RolloutWorker:
                 returns.append(ended[0])
                 lengths.append(ended[1])
         obs_arr = np.stack(obs)
-        values = self.policy.value(
-            np.concatenate([obs_arr.reshape(T * N, *self.space.obs_shape), self._obs])
-        ).reshape(T + 1, N)
+        starts.append(self._starts)
+        values = self.policy.rollout_values(np.concatenate([obs_arr, self._obs[None]]),
+                                            np.stack(starts))
         w = self.policy.weights
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
@@ -205,7 +212,19 @@ class RolloutWorker:
             nonfinite=nonfinite,
             idle_s=idle_s,
             return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3),
+            **({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
+               if core_state else {}),
         )
+
+    def core_state_arrays(self) -> dict[str, np.ndarray]:
+        """The policy's recurrent state as named arrays (empty without a core): what an
+        exact resume restores after replaying the actions, which rebuild only the envs."""
+        return {f"{name}_{i}": a for name, s in self.policy.state.items()
+                for i, a in enumerate(s)}
+
+    def set_core_state(self, arrays: dict[str, np.ndarray]) -> None:
+        self.policy.state = {name: tuple(arrays[f"{name}_{i}"] for i in range(len(s)))
+                             for name, s in self.policy.state.items()}
 
     def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:
         """'' if all finite; else a message (or NonFiniteError when on_nonfinite = stop)."""

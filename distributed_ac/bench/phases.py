@@ -59,10 +59,11 @@ from distributed_ac.models.spec import ModelSpec
 # ---- synthetic inputs -------------------------------------------------------------
 def random_weights(cfg: Config, space: EnvSpace, version: int = 1) -> Weights:
     """A Weights bundle with the parts the learner publishes for this config and space: an
-    MLP's made here with NumPy; a CNN encoder's is what a fresh Learner publishes
-    (learner_weights), so the bundle cannot drift from keras_cnn.py's order and shapes."""
+    MLP's made here with NumPy; a CNN encoder's or a recurrent core's is what a fresh
+    Learner publishes (learner_weights), so the bundle cannot drift from the Keras parts'
+    order and shapes."""
     spec = ModelSpec.of(cfg, space)
-    if spec.encoder != "mlp":
+    if spec.encoder != "mlp" or spec.recurrent:
         return with_version(learner_weights(cfg, space), version)
     rng = np.random.default_rng(cfg.seed)
 
@@ -269,7 +270,9 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     T = cfg.rollout_length
     N = max(1, batch_size // T)
     learner = Learner(cfg, space)
-    batch = synthetic_batch(space, T, N, cfg.seed)
+    # a recurrent core unrolls from zero states (each sub-env starting at step 0)
+    batch = dataclasses.replace(synthetic_batch(space, T, N, cfg.seed),
+                                **learner.zero_core_state(N, T))
     t0 = time.perf_counter()
     learner.step(batch)  # traces the tf.function
     first_s = time.perf_counter() - t0
@@ -281,7 +284,8 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     weights_ms = (time.perf_counter() - t0) / 20 * 1e3
     return record("learner", cfg, workers, rates, T * N, device=learner.device,
                   first_step_s=round(first_s, 3), weights_export_ms=round(weights_ms, 3),
-                  tf_threads=learner.threads or None, torso=learner.spec.encoder)
+                  tf_threads=learner.threads or None, torso=learner.spec.encoder,
+                  core=learner.spec.core)
 
 
 def pipeline_learner_phase(cfg: Config, space: EnvSpace, workers: int, repeats: int,

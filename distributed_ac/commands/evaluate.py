@@ -70,6 +70,7 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
     try:
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
+            policy.reset_state(1)  # a recurrent policy carries its state through the episode
             done = False
             while not done:
                 x = policy.space.as_batch(obs, 1)

@@ -4,6 +4,15 @@
     m.action(obs)   # obs [B, obs_dim] float32 -> [B] int64 (Discrete) or [B, A] float32 (Box)
     m.value(obs)    # obs [B, obs_dim] float32 -> [B] float32, the critic V(obs)
 
+A recurrent policy (`--core lstm` or `gru`) also takes and returns its core's state,
+one float32 [B, S] array (the LSTM's h and c side by side, the GRU's h):
+
+    state = m.initial_state(tf.constant(B))     # zeros: the first step of an episode
+    action, state = m.action(obs, state)        # carry state to the next step
+    value, value_state = m.value(obs, value_state)   # the critic keeps its own
+
+and a sub-env whose episode ends starts the next one from zeros again.
+
 An image policy (a CNN torso) takes observations as the env gives them, e.g. uint8
 [B, 84, 84, 4] for Atari, and scales them by 1/255 inside, as training did.
 
@@ -25,7 +34,8 @@ from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
 from distributed_ac.learning.networks import normalize_tf
-from distributed_ac.models import keras_cnn, keras_heads, keras_mlp
+from distributed_ac.models import keras_cnn, keras_cores, keras_heads, keras_mlp
+from distributed_ac.models.cores import state_size
 from distributed_ac.models import spec as names
 from distributed_ac.models.spec import ModelSpec
 
@@ -48,37 +58,62 @@ class PolicyModule(tf.Module):
     def __init__(self, nets, space: EnvSpace):
         super().__init__(name="policy")
         self.spec, self._space = nets.spec, space
-        self.actor_parts = _copy(nets, (names.ACTOR_ENCODER, names.ACTOR_HEAD))
-        # the shared topology's critic reads the actor's encoder: one copy of it
-        self.critic_parts = {names.CRITIC_HEAD: _copy(nets, (names.CRITIC_HEAD,))[names.CRITIC_HEAD],
-                             names.CRITIC_ENCODER: (self.actor_parts[names.ACTOR_ENCODER]
-                                                    if self.spec.shared else
-                                                    _copy(nets, (names.CRITIC_ENCODER,))
-                                                    [names.CRITIC_ENCODER])}
+        recurrent = self.spec.recurrent
+        core = (names.ACTOR_CORE,) if recurrent else ()
+        self.actor_parts = _copy(nets, (names.ACTOR_ENCODER, *core, names.ACTOR_HEAD))
+        # the shared topology's critic reads the actor's encoder (and core): one copy of it
+        shared = (names.ACTOR_ENCODER, *core)
+        own = (names.CRITIC_ENCODER, *((names.CRITIC_CORE,) if recurrent else ()))
+        self.critic_parts = {names.CRITIC_HEAD: _copy(nets, (names.CRITIC_HEAD,))[names.CRITIC_HEAD]}
+        if self.spec.shared:
+            self.critic_parts.update(zip(own, (self.actor_parts[n] for n in shared)))
+        else:
+            self.critic_parts.update(_copy(nets, own))
         # normalize_obs: the statistics as constants of the graph, so it takes raw observations
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
         obs = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs")
-        self.action = tf.function(self._action, input_signature=[obs])
-        self.value = tf.function(self._value, input_signature=[obs])
+        if recurrent:
+            width = state_size(self.spec.core) * self.spec.core_size
+            state = tf.TensorSpec([None, width], tf.float32, name="state")
+            self.action = tf.function(self._action, input_signature=[obs, state])
+            self.value = tf.function(self._value, input_signature=[obs, state])
+            self.initial_state = tf.function(
+                lambda batch: tf.zeros([batch, width]),
+                input_signature=[tf.TensorSpec([], tf.int32, name="batch")])
+        else:
+            self.action = tf.function(self._action, input_signature=[obs])
+            self.value = tf.function(self._value, input_signature=[obs])
 
     def _input(self, obs):
         return obs if self._norm is None else normalize_tf(obs, *self._norm)
 
-    def _action(self, obs):
+    def _features(self, parts: dict, network: str, obs, state):
+        x = _encoder_tf(self.spec, parts[f"{network}.encoder"], self._input(obs))
+        if state is None:
+            return x, None
+        k = state_size(self.spec.core)
+        x, new = keras_cores.tf_step(self.spec.core, parts[f"{network}.core"], x,
+                                     tuple(tf.split(state, k, axis=-1)))
+        return x, tf.concat(new, axis=-1)
+
+    def _action(self, obs, state=None):
         p = self.actor_parts
-        out = keras_heads.tf_linear(p[names.ACTOR_HEAD],
-                                    _encoder_tf(self.spec, p[names.ACTOR_ENCODER], self._input(obs)))
+        features, state = self._features(p, "actor", obs, state)
+        out = keras_heads.tf_linear(p[names.ACTOR_HEAD], features)
         s = self._space
         if s.discrete:
-            return tf.argmax(out, axis=-1) + s.action_start
-        return squash_to_box(out, tf.constant(s.action_low, tf.float32),
-                             tf.constant(s.action_high, tf.float32))
+            action = tf.argmax(out, axis=-1) + s.action_start
+        else:
+            action = squash_to_box(out, tf.constant(s.action_low, tf.float32),
+                                   tf.constant(s.action_high, tf.float32))
+        return action if state is None else (action, state)
 
-    def _value(self, obs):
+    def _value(self, obs, state=None):
         p = self.critic_parts
-        features = _encoder_tf(self.spec, p[names.CRITIC_ENCODER], self._input(obs))
-        return keras_heads.tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
+        features, state = self._features(p, "critic", obs, state)
+        value = keras_heads.tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
+        return value if state is None else (value, state)
 
 
 def export(run_dir: str | Path, out: str | Path) -> dict:
@@ -92,12 +127,25 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
                           "choose an empty or new directory")
     cfg, space, learner, path = load_trained(run_dir)
     module = PolicyModule(learner.nets, space)
-    signatures = {"serving_default": tf.function(lambda obs: {"action": module.action(obs)},
-                                                 input_signature=module.action.input_signature),
-                  "value": tf.function(lambda obs: {"value": module.value(obs)},
-                                       input_signature=module.value.input_signature)}
-    tf.saved_model.save(module, str(out), signatures=signatures)
+    tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
             "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),
             "obs_dtype": space.obs_dtype, "action": "discrete" if space.discrete else "box",
-            "num_actions": space.num_actions}
+            "num_actions": space.num_actions, "core": learner.spec.core}
+
+
+def _signatures(module: PolicyModule) -> dict:
+    """serving_default (action) and value, as dicts of named outputs."""
+    if not module.spec.recurrent:
+        return {"serving_default": tf.function(lambda obs: {"action": module.action(obs)},
+                                               input_signature=module.action.input_signature),
+                "value": tf.function(lambda obs: {"value": module.value(obs)},
+                                     input_signature=module.value.input_signature)}
+
+    def named(fn, output):
+        return lambda obs, state: dict(zip((output, "state"), fn(obs, state)))
+
+    return {"serving_default": tf.function(named(module.action, "action"),
+                                           input_signature=module.action.input_signature),
+            "value": tf.function(named(module.value, "value"),
+                                 input_signature=module.value.input_signature)}

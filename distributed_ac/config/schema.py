@@ -98,6 +98,10 @@ class Config:
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
+    core: Literal["none", "lstm", "gru"] = "none"
+    """Recurrent core between encoder and heads: none (feed-forward), lstm or gru; its state is kept per sub-env and zeroed at each episode's first step."""
+    core_size: int = 0
+    """Units of the recurrent core; 0 = auto: 256 for image observations, 128 for vectors."""
 
     # --- learning ----------------------------------------------------------------
     policy_loss: Literal["pg", "clip"] = "pg"
@@ -227,6 +231,7 @@ def _check_ranges(c: Config) -> None:
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
         (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
                                "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),
+        (c.core_size >= 0, "core_size must be >= 0 (0 = auto)"),
         (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
          "hidden_sizes must list at least one positive width"),
         (0.0 <= c.gamma <= 1.0, "gamma must be in [0, 1]"),

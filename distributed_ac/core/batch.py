@@ -36,6 +36,11 @@ class Batch:
     # seconds the worker sat idle between handing in its previous batch and starting this
     # one: how long the driver and learner held it back (backpressure); summed on concat
     idle_s: float = 0.0
+    # recurrent cores: 1 where a sub-env's episode starts at step t (its state is zeroed
+    # there), and each core's state at the rollout's first step, before that zeroing
+    # ({"actor.core": [h, (c)], "v_target.core": [...]}, arrays [N, H]); None without a core
+    starts: np.ndarray | None = None  # [T, N] float32
+    core_state: dict | None = None
     # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
     # (normalize_reward; zeros otherwise, which the learner's merge ignores)
     return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
@@ -64,6 +69,7 @@ class Batch:
             for f in dataclasses.fields(Batch)
             if f.name in ARRAY_FIELDS
         }
+        recurrent = batches[0].starts is not None
         return Batch(
             **arrays,
             policy_version=min(b.policy_version for b in batches),
@@ -73,6 +79,11 @@ class Batch:
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             return_moments=merge_all([b.return_moments for b in batches]),
+            starts=np.concatenate([b.starts for b in batches], axis=1) if recurrent else None,
+            core_state=({part: [np.concatenate([b.core_state[part][i] for b in batches])
+                                for i in range(len(arrays_))]
+                         for part, arrays_ in batches[0].core_state.items()}
+                        if recurrent else None),
         )
 
 

@@ -41,6 +41,31 @@ def clipped_update(minibatch_step, columns: dict, epochs: int, minibatch_size: i
     return dict(zip(METRICS, means)), all_finite
 
 
+def clipped_update_sequences(minibatch_step, columns: dict, states: dict, epochs: int,
+                             minibatch_size: int, rng):
+    """clipped_update for a recurrent model: minibatches are whole sub-env sequences
+    (cleanRL's ppo_atari_lstm.py), never shuffled time steps. `columns` are [T, N, ...]
+    tensors and `states` tuples of [N, H] (each sub-env's core state at the rollout's
+    start); about minibatch_size / T sub-envs a minibatch, split evenly."""
+    T, n = tf.shape(columns["adv"])[0], tf.shape(columns["adv"])[1]
+    parts = tf.minimum(minibatch_parts(T * n, minibatch_size), n)
+    order = tf.concat([tf.argsort(rng.uniform([n])) for _ in range(epochs)], 0)
+
+    def body(i, all_finite, sums):
+        start, stop = minibatch_bounds(n, parts, i % parts)
+        idx = tf.gather(order, tf.range(start, stop) + (i // parts) * n)
+        metrics, finite = minibatch_step(
+            **{k: tf.gather(v, idx, axis=1) for k, v in columns.items()},
+            **{k: tuple(tf.gather(s, idx) for s in v) for k, v in states.items()})
+        return i + 1, tf.logical_and(all_finite, finite), sums + metrics
+
+    _, all_finite, sums = tf.while_loop(
+        lambda i, *_: i < epochs * parts, body,
+        (tf.constant(0), tf.constant(True), tf.zeros(len(METRICS))))
+    means = tf.unstack(sums / tf.cast(epochs * parts, tf.float32))
+    return dict(zip(METRICS, means)), all_finite
+
+
 def minibatch_parts(n, minibatch_size: int):
     """How many minibatches n samples make: round(n / minibatch_size), at least 1 (as
     plan.minibatch_count does for the planned batch)."""

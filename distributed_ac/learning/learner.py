@@ -22,6 +22,7 @@ from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import clipped, losses
 from distributed_ac.learning.networks import (
     RunningMoments,
+    Sequence,
     build_networks,
     checkpoint_objects,
     sync_target,
@@ -29,15 +30,30 @@ from distributed_ac.learning.networks import (
 from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
 from distributed_ac.learning.tf_runtime import pick_device
-from distributed_ac.models.spec import OBS_NORM, TARGET_PARTS, ModelSpec
+from distributed_ac.models.cores import state_size
+from distributed_ac.models.spec import OBS_NORM, ModelSpec
 
 log = logging.getLogger(__name__)
 
 
-def pack_per_step(batch: Batch) -> np.ndarray:
-    """[5, T, N]: rewards, terminated, truncated, mask, behaviour_logp (the step's order)."""
-    return np.stack([batch.rewards, batch.terminated, batch.truncated, batch.mask,
-                     batch.behaviour_logp]).astype(np.float32, copy=False)
+def pack_per_step(batch: Batch, recurrent: bool = False) -> np.ndarray:
+    """[5, T, N]: rewards, terminated, truncated, mask, behaviour_logp (the step's order);
+    [6, T, N] with a recurrent core: then starts."""
+    rows = [batch.rewards, batch.terminated, batch.truncated, batch.mask, batch.behaviour_logp]
+    return np.stack(rows + [batch.starts] if recurrent else rows).astype(np.float32, copy=False)
+
+
+def core_states(spec: ModelSpec, batch: Batch) -> list:
+    """The actor's core state, then the critic's, as the step takes them. Workers run
+    V_target, not V, so a separate critic starts from V_target's state: V's copy as of
+    the weights the batch was made with."""
+    if not spec.recurrent:
+        return []
+    critic = CORE_OF_CRITIC[spec.shared]
+    return [*batch.core_state["actor.core"], *batch.core_state[critic]]
+
+
+CORE_OF_CRITIC = {True: "actor.core", False: "v_target.core"}  # by topology: shared?
 
 
 class Versions(tf.Module):
@@ -96,10 +112,15 @@ class Learner:
         return self.objective.return_stats
 
     def _compile(self, sync: bool):
-        def train_step(obs, actions, per_step, values, return_moments):
-            rewards, term, trunc, mask, behaviour_logp = tf.unstack(per_step)
+        def train_step(obs, actions, per_step, values, return_moments, *states):
+            rewards, term, trunc, mask, behaviour_logp, *starts = tf.unstack(per_step)
+            seq = None
+            if self.spec.recurrent:  # [T, N] rows unrolled from the stored states
+                k = len(states) // 2
+                seq = Sequence(tf.shape(rewards), tuple(states[:k]), tuple(states[k:]),
+                               starts[0])
             return self._step_graph(obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                                    values, return_moments, sync=sync)
+                                    values, return_moments, sync=sync, seq=seq)
 
         return tf.function(train_step, input_signature=self._signature(), autograph=False)
 
@@ -117,12 +138,16 @@ class Learner:
                else tf.TensorSpec([T, None, self.space.num_actions], f32))
         # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
         # concrete function's call costs Python time per argument it binds.
-        return [obs, act, tf.TensorSpec([5, T, None], f32),
-                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64)]
+        spec = self.spec
+        rows = 6 if spec.recurrent else 5
+        states = ([tf.TensorSpec([None, spec.core_size], f32)] * 2 * state_size(spec.core)
+                  if spec.recurrent else [])
+        return [obs, act, tf.TensorSpec([rows, T, None], f32),
+                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *states]
 
     # ---- the compiled step ----------------------------------------------------
     def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                    return_moments, sync=False):
+                    return_moments, sync=False, seq=None):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
         raw_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
@@ -137,7 +162,7 @@ class Learner:
         lr_actor, lr_critic = self.optimizers.learning_rates()
         update = self._clipped_update if c.policy_loss == "clip" else self._one_step
         metrics, logp, applied = update(flat_obs, actions, rewards, term, trunc, mask,
-                                        behaviour_logp, values, shape)
+                                        behaviour_logp, values, shape, seq)
 
         def after():
             if sync:  # V_target <- V after this update (the variant step() picks when due)
@@ -161,15 +186,15 @@ class Learner:
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
-        return packed, self._actor_tensors(), self._tensors(TARGET_PARTS)
+        return packed, self._actor_tensors(), self._tensors(self.spec.target_parts)
 
     def _one_step(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                  shape):
+                  shape, seq=None):
         """policy_loss "pg": one gradient step for each network on the whole batch;
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape)
+            logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape, seq)
             targets, adv = obj.targets(tf.stop_gradient(logp), behaviour_logp, rewards, values,
                                        term, trunc, mask)
             actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv, mask)
@@ -177,12 +202,12 @@ class Learner:
         del tape
         return {**metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}, logp, applied
 
-    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp):
+    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp, seq=None):
         """One step of both optimizers on a minibatch of flat samples, with the clipped
         surrogate; returns (metrics as clipped.METRICS orders them, finite)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv))
+            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv), seq)
             actor_total, critic_loss, m = obj.losses(logp, entropy, v, targets, adv, mask,
                                                      old_logp)
         a_norm, c_norm, finite = self.optimizers.apply(tape, actor_total, critic_loss)
@@ -190,8 +215,17 @@ class Learner:
         m = {**m, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}
         return tf.stack([tf.cast(m[k], tf.float32) for k in clipped.METRICS]), finite
 
+    def _sequence_step(self, obs, actions, targets, adv, mask, old_logp, starts, actor_state,
+                       critic_state):
+        """_minibatch_step on whole sub-env sequences ([T, n] columns, their core states)."""
+        seq = Sequence(tf.shape(adv), actor_state, critic_state, starts)
+        flat_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
+        flat_actions = (tf.reshape(actions, [-1]) if self.space.discrete
+                        else tf.reshape(actions, [-1, self.space.num_actions]))
+        return self._minibatch_step(flat_obs, flat_actions, targets, adv, mask, old_logp, seq)
+
     def _clipped_update(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                        values, shape):
+                        values, shape, seq=None):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
         then the passes of minibatch steps. All or nothing: if any minibatch step was not
         finite, every variable the update moved (weights, Adam's slots and step counts) is
@@ -199,18 +233,29 @@ class Learner:
         state = [*self.nets.actor_variables, *self.nets.critic_variables,
                  *self.optimizers.variables]
         before = [tf.identity(v) for v in state]
-        old_logp, _ = self.objective.policy_terms(self.nets.actor(flat_obs), actions, shape)
+        old_logp, _ = self.objective.policy_terms(self.nets.actor_output(flat_obs, seq), actions,
+                                                  shape)
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self.objective.targets(old_logp, behaviour_logp, rewards, values, term,
                                               trunc, mask)
-        flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
-        flat_actions = (flat(actions) if self.space.discrete
-                        else tf.reshape(actions, [-1, self.space.num_actions]))
-        columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets), adv=flat(adv),
-                       mask=flat(mask), old_logp=flat(old_logp))
-        metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
-                                                 self.cfg.update_epochs,
-                                                 self.cfg.minibatch_size, self.shuffle_rng)
+        c = self.cfg
+        if seq is not None:  # whole sub-env sequences, with their core states
+            columns = dict(obs=tf.reshape(flat_obs, [shape[0], shape[1], *self.space.obs_shape]),
+                           actions=actions, targets=targets, adv=adv, mask=mask,
+                           old_logp=old_logp, starts=seq.starts)
+            states = dict(actor_state=seq.actor_state, critic_state=seq.critic_state)
+            metrics, finite = clipped.clipped_update_sequences(
+                self._sequence_step, columns, states, c.update_epochs, c.minibatch_size,
+                self.shuffle_rng)
+        else:
+            flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
+            flat_actions = (flat(actions) if self.space.discrete
+                            else tf.reshape(actions, [-1, self.space.num_actions]))
+            columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets),
+                           adv=flat(adv), mask=flat(mask), old_logp=flat(old_logp))
+            metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
+                                                     c.update_epochs, c.minibatch_size,
+                                                     self.shuffle_rng)
 
         def restore():
             for v, value in zip(state, before):
@@ -239,9 +284,9 @@ class Learner:
         tensors, whether this variant also synced V_target)."""
         sync = (self.updates + 1) % self.cfg.target_sync_every == 0
         with tf.device(self.device):
-            out, actor, target = self._step_fn(sync)(batch.obs, batch.actions,
-                                                     pack_per_step(batch), batch.values,
-                                                     batch.return_moments)
+            out, actor, target = self._step_fn(sync)(
+                batch.obs, batch.actions, pack_per_step(batch, self.spec.recurrent),
+                batch.values, batch.return_moments, *core_states(self.spec, batch))
         return dict(zip(self._metric_names, out.numpy().tolist())), actor, target, sync
 
     def step(self, batch: Batch) -> dict[str, float]:
@@ -284,9 +329,21 @@ class Learner:
                       rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
                       mask=np.ones((T, 1), f32), behaviour_logp=zeros,
                       values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,
-                      target_version=self.target_version)
+                      target_version=self.target_version, **self.zero_core_state(1, T))
         if self._run_step(batch)[0]["applied"]:
             raise RuntimeError("warm-up batch was applied; the non-finite skip must prevent it")
+
+    def zero_core_state(self, n: int, T: int) -> dict:
+        """A recurrent batch's `starts` and `core_state` for n sub-envs that all start an
+        episode at step 0 (empty without a core): for synthetic and warm-up batches."""
+        if not self.spec.recurrent:
+            return {}
+        k, h = state_size(self.spec.core), self.spec.core_size
+        zero = [np.zeros((n, h), np.float32) for _ in range(k)]
+        starts = np.zeros((T, n), np.float32)
+        starts[0] = 1.0
+        return {"starts": starts, "core_state": {p: list(zero) for p in
+                                                 ("actor.core", "v_target.core")}}
 
     # ---- its checkpoint state -----------------------------------------------------
     def checkpoint_objects(self) -> dict:
@@ -322,7 +379,7 @@ class Learner:
         else:
             actor = _numpy(self._actor_tensors())
         if self._target_arrays is None:  # V_target changes only on sync
-            self._target_arrays = _numpy(self._tensors(TARGET_PARTS))
+            self._target_arrays = _numpy(self._tensors(self.spec.target_parts))
         return Weights(self.policy_version, self.target_version, {**actor, **self._target_arrays})
 
 

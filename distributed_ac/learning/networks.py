@@ -14,6 +14,7 @@ running statistics; the Keras models themselves take normalised input).
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -23,6 +24,7 @@ from distributed_ac.core import normalization
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.models import keras_cnn
 from distributed_ac.models import spec as names
+from distributed_ac.models.keras_cores import RecurrentCore
 from distributed_ac.models.keras_heads import DenseHead, LogStd
 from distributed_ac.models.keras_mlp import MLPEncoder
 from distributed_ac.models.spec import ModelSpec
@@ -83,6 +85,16 @@ class ObsNormalizer(RunningMoments):
                 (1.0 / np.sqrt(self.var.numpy() + normalization.EPS)).astype(np.float32))
 
 
+class Sequence(NamedTuple):
+    """How a recurrent model's B = T x N rows unroll: shape [T, N], the actor's and the
+    critic's core state at the rollout's start (tuples of [N, H]), starts [T, N]."""
+
+    shape: object
+    actor_state: tuple
+    critic_state: tuple
+    starts: object
+
+
 @dataclasses.dataclass
 class Networks:
     spec: ModelSpec
@@ -102,32 +114,56 @@ class Networks:
     @property
     def actor_variables(self) -> list:
         """What the actor optimizer updates: encoder (the shared one too), head, log_std."""
-        return self._trainable((names.ACTOR_ENCODER, names.ACTOR_HEAD, names.LOG_STD))
+        return self._trainable((names.ACTOR_ENCODER, names.ACTOR_CORE, names.ACTOR_HEAD,
+                                names.LOG_STD))
 
     @property
     def critic_variables(self) -> list:
-        """What the critic optimizer updates: the critic's encoder when it has its own,
-        and its value head."""
-        own = (names.CRITIC_HEAD,) if self.shared else (names.CRITIC_ENCODER, names.CRITIC_HEAD)
+        """What the critic optimizer updates: the critic's encoder and core when it has
+        its own, and its value head."""
+        own = ((names.CRITIC_HEAD,) if self.shared
+               else (names.CRITIC_ENCODER, names.CRITIC_CORE, names.CRITIC_HEAD))
         return self._trainable(own)
 
-    def actor_and_value(self, obs):
-        """The actor's output and V(obs) [B, 1] from one pass over the encoder. In the shared
-        topology calling `actor` and then `critic` would run the encoder (a CNN, for
-        pixels) twice forward and twice backward; here both heads read one set of features.
-        The gradients are the same: the encoder's is the sum of what each head sends back."""
-        if not self.shared:
+    def actor_and_value(self, obs, seq: "Sequence | None" = None):
+        """The actor's output and V(obs) [B, 1] from one pass over the encoder (and core).
+        In the shared topology calling `actor` and then `critic` would run the encoder (a
+        CNN, for pixels) twice forward and twice backward; here both heads read one set of
+        features. The gradients are the same: the encoder's is the sum of what each head
+        sends back. `seq`: with a recurrent core, how the B = T x N rows unroll."""
+        if not self.spec.recurrent and not self.shared:
             return self.actor(obs), self.critic(obs)
-        features = self.parts[names.ACTOR_ENCODER](obs)
+        features = self._features("actor", obs, seq)
+        pi = self._policy(features)
+        critic = features if self.shared else self._features("critic", obs, seq)
+        return pi, self.parts[names.CRITIC_HEAD](critic)
+
+    def actor_output(self, obs, seq: "Sequence | None" = None):
+        """The actor's output alone (logits, or the Gaussian's mean and log std)."""
+        if not self.spec.recurrent:
+            return self.actor(obs)
+        return self._policy(self._features("actor", obs, seq))
+
+    def _policy(self, features):
         pi = self.parts[names.ACTOR_HEAD](features)
-        if names.LOG_STD in self.parts:
-            pi = [pi, self.parts[names.LOG_STD](pi)]
-        return pi, self.parts[names.CRITIC_HEAD](features)
+        return [pi, self.parts[names.LOG_STD](pi)] if names.LOG_STD in self.parts else pi
+
+    def _features(self, network: str, obs, seq: "Sequence | None"):
+        """The encoder's features of flat observations, then the core unrolled over the
+        rollout's steps from the stored state (zeroed where an episode starts)."""
+        x = self.parts[f"{network}.encoder"](obs)
+        if not self.spec.recurrent:
+            return x
+        state = seq.actor_state if network == "actor" or self.shared else seq.critic_state
+        x = tf.reshape(x, [seq.shape[0], seq.shape[1], -1])
+        x, _ = self.parts[f"{network}.core"](x, tuple(state), seq.starts)
+        return tf.reshape(x, [-1, self.spec.core_size])
 
     def path(self, network: str) -> list:
         """One network's variables from observation to output, encoder first, in bundle
         order: network is "actor", "critic" or "v_target"."""
-        return [v for n in (f"{network}.encoder", f"{network}.head", f"{network}.log_std")
+        return [v for n in (f"{network}.encoder", f"{network}.core", f"{network}.head",
+                            f"{network}.log_std")
                 if n in self.parts for v in self.parts[n].bundle_variables]
 
     def bundle(self, part_names) -> dict[str, list]:
@@ -141,6 +177,51 @@ def _encoder(spec: ModelSpec, prefix: str, seed: int):
     return keras_cnn.make_torso(spec.encoder, f"{prefix}_{spec.encoder}", seed, spec.cnn_precision)
 
 
+def _models(space: EnvSpace, parts: dict) -> tuple:
+    """Actor, critic and V_target as Keras models of observations."""
+    inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
+    pi_out = parts[names.ACTOR_HEAD](parts[names.ACTOR_ENCODER](inp))
+    if names.LOG_STD in parts:
+        pi_out = [pi_out, parts[names.LOG_STD](pi_out)]
+    actor = keras.Model(inp, pi_out, name="actor")
+    critic = keras.Model(inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](inp)),
+                         name="critic")
+    t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
+    v_target = keras.Model(t_inp, parts[names.TARGET_HEAD](parts[names.TARGET_ENCODER](t_inp)),
+                           name="v_target")
+    return actor, critic, v_target
+
+
+class PartsOf(tf.Module):
+    """One network's parts held together (for checkpoints) where they are not one Keras
+    model of observations: a recurrent core also takes the rollout's state."""
+
+    def __init__(self, name: str, parts: dict):
+        super().__init__(name=name)
+        for part_name, layer in parts.items():
+            if part_name.startswith(name + "."):
+                setattr(self, part_name.split(".", 1)[1], layer)
+
+
+def _recurrent_models(spec: ModelSpec, space: EnvSpace, parts: dict, s: int) -> tuple:
+    """The cores (the shared topology's one core too), every part built, and each
+    network's parts as a PartsOf."""
+    core = lambda prefix, seed: RecurrentCore(spec.core, spec.core_size, seed,  # noqa: E731
+                                              name=f"{prefix}_{spec.core}")
+    parts[names.CRITIC_CORE] = core("trunk" if spec.shared else "critic", s + 600)
+    parts[names.ACTOR_CORE] = (parts[names.CRITIC_CORE] if spec.shared
+                               else core("actor", s + 700))
+    parts[names.TARGET_CORE] = core("target", s + 800)
+    one = tf.zeros([1, *space.obs_shape], tf.as_dtype(space.obs_dtype))
+    for network in ("actor", "critic", "v_target"):
+        width = parts[f"{network}.encoder"](one).shape[-1]  # builds the encoder
+        for name, shape in ((f"{network}.core", (None, width)),
+                            (f"{network}.head", (None, spec.core_size))):
+            if not parts[name].built:  # the shared topology's core is the actor's
+                parts[name].build(shape)
+    return tuple(PartsOf(n, parts) for n in ("actor", "critic", "v_target"))
+
+
 def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
     """Build actor, critic and V_target for `spec`; V_target starts equal to V."""
     s = seed * 1000
@@ -152,18 +233,15 @@ def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
              names.CRITIC_HEAD: DenseHead(1, "v_head", 1.0, s + 300),
              names.TARGET_ENCODER: _encoder(spec, "target", s + 400),
              names.TARGET_HEAD: DenseHead(1, "target_v_head", 1.0, s + 500)}
-    inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
-    pi_out = parts[names.ACTOR_HEAD](parts[names.ACTOR_ENCODER](inp))
     if spec.head == "tanh_gaussian":
         parts[names.LOG_STD] = LogStd(spec.num_actions, spec.log_std_init, name="log_std")
-        pi_out = [pi_out, parts[names.LOG_STD](pi_out)]
-    actor = keras.Model(inp, pi_out, name="actor")
-    critic = keras.Model(inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](inp)),
-                         name="critic")
-    t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
-    v_target = keras.Model(t_inp, parts[names.TARGET_HEAD](parts[names.TARGET_ENCODER](t_inp)),
-                           name="v_target")
-    v_target.trainable = False
+    if spec.recurrent:
+        actor, critic, v_target = _recurrent_models(spec, space, parts, s)
+    else:
+        actor, critic, v_target = _models(space, parts)
+    for part in (names.TARGET_ENCODER, names.TARGET_CORE, names.TARGET_HEAD):
+        if part in parts:  # V_target is V's copy: no optimizer steps it
+            parts[part].trainable = False
     obs_norm = ObsNormalizer(space.obs_dim, spec.obs_clip) if spec.obs_norm else None
     nets = Networks(spec, actor, critic, v_target, parts, obs_norm)
     sync_target(nets, 1.0)
@@ -171,12 +249,15 @@ def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
 
 
 CRITIC_TO_TARGET = ((names.CRITIC_ENCODER, names.TARGET_ENCODER),
+                    (names.CRITIC_CORE, names.TARGET_CORE),
                     (names.CRITIC_HEAD, names.TARGET_HEAD))
 
 
 def sync_target(nets: Networks, tau: float) -> None:
     """V_target <- tau * V + (1 - tau) * V_target; tau = 1 is an exact copy."""
     for critic_part, target_part in CRITIC_TO_TARGET:
+        if critic_part not in nets.parts:  # no core
+            continue
         for t, v in zip(nets.parts[target_part].bundle_variables,
                         nets.parts[critic_part].bundle_variables):
             if tau == 1.0:

@@ -34,9 +34,10 @@ class Objective:
             ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
         return tf.reshape(logp, shape), tf.reshape(ent, shape)
 
-    def policy_value_terms(self, flat_obs, actions, shape):
-        """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared encoder."""
-        actor_out, v = self.nets.actor_and_value(flat_obs)
+    def policy_value_terms(self, flat_obs, actions, shape, seq=None):
+        """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared
+        encoder; `seq` unrolls a recurrent core (networks.Sequence)."""
+        actor_out, v = self.nets.actor_and_value(flat_obs, seq)
         logp, ent = self.policy_terms(actor_out, actions, shape)
         return logp, ent, tf.reshape(v, shape)
 

@@ -20,12 +20,13 @@ import dataclasses
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 
-ACTOR_ENCODER, ACTOR_HEAD, LOG_STD = "actor.encoder", "actor.head", "actor.log_std"
-CRITIC_ENCODER, CRITIC_HEAD = "critic.encoder", "critic.head"
-TARGET_ENCODER, TARGET_HEAD = "v_target.encoder", "v_target.head"
+ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD = "actor.encoder", "actor.core", "actor.head"
+LOG_STD = "actor.log_std"
+CRITIC_ENCODER, CRITIC_CORE, CRITIC_HEAD = "critic.encoder", "critic.core", "critic.head"
+TARGET_ENCODER, TARGET_CORE, TARGET_HEAD = "v_target.encoder", "v_target.core", "v_target.head"
 OBS_NORM = "obs_norm"
-ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_HEAD, LOG_STD)  # what workers act with
-TARGET_PARTS = (TARGET_ENCODER, TARGET_HEAD)  # what workers bootstrap with
+ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD, LOG_STD)  # what workers act with
+TARGET_PARTS = (TARGET_ENCODER, TARGET_CORE, TARGET_HEAD)  # what workers bootstrap with
 
 NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
 
@@ -47,6 +48,8 @@ class ModelSpec:
     log_std_init: float
     cnn_precision: str = "float32"
     core: str = "none"
+    """none, lstm or gru: the recurrent core between encoder and heads."""
+    core_size: int = 0
 
     @staticmethod
     def of(cfg: Config, space) -> "ModelSpec":
@@ -55,12 +58,24 @@ class ModelSpec:
                          head="categorical" if space.discrete else "tanh_gaussian",
                          num_actions=space.num_actions, shared=cfg.topology == "shared",
                          obs_norm=obs_normalized(cfg, space.obs_shape), obs_clip=cfg.obs_clip,
-                         log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision)
+                         log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
+                         core=cfg.core,
+                         core_size=cfg.core_size or (256 if len(space.obs_shape) == 3 else 128))
+
+    @property
+    def recurrent(self) -> bool:
+        return self.core != "none"
 
     @property
     def actor_parts(self) -> tuple[str, ...]:
         """The parts a worker acts with, in bundle order."""
-        return ACTOR_PARTS if self.head == "tanh_gaussian" else ACTOR_PARTS[:2]
+        return tuple(p for p in ACTOR_PARTS if (p != ACTOR_CORE or self.recurrent)
+                     and (p != LOG_STD or self.head == "tanh_gaussian"))
+
+    @property
+    def target_parts(self) -> tuple[str, ...]:
+        """The parts a worker bootstraps with, in bundle order."""
+        return tuple(p for p in TARGET_PARTS if p != TARGET_CORE or self.recurrent)
 
 
 def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:

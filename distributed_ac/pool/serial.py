@@ -69,12 +69,13 @@ class SerialPool:
 
     def resume(self, saved: dict[str, np.ndarray] | None, draw_seeds) -> None:
         """Replay the saved workers' actions when they fit this pool; else new seeds."""
-        if saved and len(saved) == 2 * len(self.workers):
+        if saved and sum(k.endswith("_actions") for k in saved) == len(self.workers):
             self.restore_replay_state(saved)
             return
         if saved:
             log.warning("the checkpoint holds %d workers, this run has %d: their envs restart "
-                        "from new seeds", len(saved) // 2, len(self.workers))
+                        "from new seeds", sum(k.endswith("_actions") for k in saved),
+                        len(self.workers))
         self.reseed(draw_seeds(len(self.workers)))
 
     def replay_state(self) -> dict[str, np.ndarray]:
@@ -83,7 +84,9 @@ class SerialPool:
         Envs cannot be saved in general, but every Gymnasium env is a deterministic
         function of its seed and its actions: a fresh worker (same seed) that re-steps
         these actions holds the very env states, episode returns and reset flags the
-        saved one had. Actions cost 4 bytes a discrete step; nothing is ever restarted."""
+        saved one had. Actions cost 4 bytes a discrete step; nothing is ever restarted.
+        A recurrent policy's state (which the replay does not rebuild: that would take
+        every past version's weights) is saved as it stands."""
         from distributed_ac.core.rng import generator_words
 
         state = {}
@@ -93,6 +96,7 @@ class SerialPool:
             acts = self._actions[i]
             state[f"worker_{i}_actions"] = acts[0] if acts else w.empty_actions()
             state[f"worker_{i}_rng"] = generator_words(w.rng)
+            state.update({f"worker_{i}_core_{k}": a for k, a in w.core_state_arrays().items()})
         return state
 
     def restore_replay_state(self, state: dict[str, np.ndarray]) -> None:
@@ -103,6 +107,10 @@ class SerialPool:
             actions = state[f"worker_{i}_actions"]
             w.replay(actions)
             set_generator_words(w.rng, state[f"worker_{i}_rng"])
+            prefix = f"worker_{i}_core_"
+            if w.policy.state:
+                w.set_core_state({k[len(prefix):]: a for k, a in state.items()
+                                  if k.startswith(prefix)})
             self._actions[i] = [actions] if len(actions) else []
 
     def close(self) -> None:

@@ -291,7 +291,7 @@ class Trainer:
         cfg, c, stats = self.cfg, self.state.counters, self.state.stats
         new_steps = c.env_steps - self._session[1]
         return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
-                "torso": self.learner.spec.encoder,
+                "torso": self.learner.spec.encoder, "core": self.learner.spec.core,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 # null, not NaN (which is not JSON), until an episode has finished
                 "mean_return_100": finite_or_none(stats.mean_return),

@@ -1,0 +1,75 @@
+"""The recurrent cores for the learner (Keras): an LSTM or a GRU cell unrolled over a
+rollout's T steps from the batch's stored state, zeroing each sub-env's state at the
+first step of every episode, with back-propagation through time. cores.py is the
+workers' NumPy twin (the equations are there); `tf_step` is the export's plain-TF form.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from distributed_ac.models.cores import state_size
+
+GATES = {"lstm": 4, "gru": 3}
+
+
+class RecurrentCore(keras.layers.Layer):
+    """kernel [F, G*H], recurrent_kernel [H, G*H], bias [G*H] (LSTM; the forget gate's
+    starts at 1) or [2, G*H] (GRU: input and recurrent biases)."""
+
+    def __init__(self, kind: str, units: int, seed: int, **kwargs):
+        super().__init__(**kwargs)
+        self.kind, self.units, self.seed = kind, units, seed
+
+    def build(self, input_shape):
+        g, h = GATES[self.kind], self.units
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], g * h),
+            initializer=keras.initializers.GlorotUniform(seed=self.seed))
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(h, g * h),
+            initializer=keras.initializers.Orthogonal(seed=self.seed + 1))
+        if self.kind == "lstm":  # forget-gate bias 1 (Jozefowicz et al. 2015), the rest 0
+            bias = keras.initializers.Constant([0.0] * h + [1.0] * h + [0.0] * (2 * h))
+            self.bias = self.add_weight(name="bias", shape=(g * h,), initializer=bias)
+        else:
+            self.bias = self.add_weight(name="bias", shape=(2, g * h), initializer="zeros")
+
+    @property
+    def bundle_variables(self) -> list:
+        return [self.kernel, self.recurrent_kernel, self.bias]
+
+    def zero_state(self, batch) -> tuple:
+        return tuple(tf.zeros([batch, self.units]) for _ in range(state_size(self.kind)))
+
+    def call(self, x, state, starts):
+        """Unroll over time: x [T, N, F], state a tuple of [N, H], starts [T, N] (1 where
+        a sub-env's episode begins). Returns (outputs [T, N, H], final state)."""
+        def step(carry, inputs):
+            x_t, start_t = inputs
+            keep = 1.0 - tf.cast(start_t, tf.float32)[:, None]
+            out, new = tf_step(self.kind, self.bundle_variables,
+                               x_t, tuple(s * keep for s in carry[1:]))
+            return (out, *new)
+
+        first = self.zero_state(tf.shape(x)[1])[0]
+        outs = tf.scan(step, (x, starts), initializer=(first, *state))
+        return outs[0], tuple(s[-1] for s in outs[1:])
+
+
+def tf_step(kind: str, arrays, x, state):
+    """One step in plain TF ops over [kernel, recurrent_kernel, bias]: (output, new state)."""
+    kernel, recurrent, bias = arrays
+    if kind == "lstm":
+        h, c = state
+        i, f, g, o = tf.split(tf.matmul(x, kernel) + tf.matmul(h, recurrent) + bias, 4, -1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.sigmoid(o) * tf.tanh(c)
+        return h, (h, c)
+    (h,) = state
+    a_z, a_r, a_n = tf.split(tf.matmul(x, kernel) + bias[0], 3, -1)
+    u_z, u_r, u_n = tf.split(tf.matmul(h, recurrent) + bias[1], 3, -1)
+    z, r = tf.sigmoid(a_z + u_z), tf.sigmoid(a_r + u_r)
+    h = z * h + (1.0 - z) * tf.tanh(a_n + r * u_n)
+    return h, (h,)

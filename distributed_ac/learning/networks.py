@@ -155,7 +155,8 @@ class Networks:
         if not self.spec.recurrent:
             return x
         state = seq.actor_state if network == "actor" or self.shared else seq.critic_state
-        x = tf.reshape(x, [seq.shape[0], seq.shape[1], -1])
+        steps = seq.starts.shape[0] or seq.shape[0]  # static where the signature fixes T
+        x = tf.reshape(x, [steps, seq.shape[1], x.shape[-1]])
         x, _ = self.parts[f"{network}.core"](x, tuple(state), seq.starts)
         return tf.reshape(x, [-1, self.spec.core_size])
 

@@ -53,6 +53,13 @@ class RecurrentCore(keras.layers.Layer):
                                x_t, tuple(s * keep for s in carry[1:]))
             return (out, *new)
 
+        if x.shape[0] is not None:  # a rollout's static T: unrolled in the graph, which
+            # runs faster than a loop's per-step overhead and TensorList gradients
+            carry, outs = (None, *state), []
+            for t in range(x.shape[0]):
+                carry = step(carry, (x[t], starts[t]))
+                outs.append(carry[0])
+            return tf.stack(outs), tuple(carry[1:])
         first = self.zero_state(tf.shape(x)[1])[0]
         outs = tf.scan(step, (x, starts), initializer=(first, *state))
         return outs[0], tuple(s[-1] for s in outs[1:])

@@ -25,20 +25,11 @@ def clipped_update(minibatch_step, columns: dict, epochs: int, minibatch_size: i
     tf.random.Generator), calling minibatch_step(**minibatch) -> (metrics [len(METRICS)],
     finite). Returns (mean metrics, whether every step was finite)."""
     n = tf.shape(next(iter(columns.values())))[0]
-    parts = minibatch_parts(n, minibatch_size)
-    order = tf.concat([tf.argsort(rng.uniform([n])) for _ in range(epochs)], 0)
 
-    def body(i, all_finite, sums):
-        start, stop = minibatch_bounds(n, parts, i % parts)
-        idx = tf.gather(order, tf.range(start, stop) + (i // parts) * n)
-        metrics, finite = minibatch_step(**{k: tf.gather(v, idx) for k, v in columns.items()})
-        return i + 1, tf.logical_and(all_finite, finite), sums + metrics
+    def take(idx):
+        return {k: tf.gather(v, idx) for k, v in columns.items()}
 
-    _, all_finite, sums = tf.while_loop(
-        lambda i, *_: i < epochs * parts, body,
-        (tf.constant(0), tf.constant(True), tf.zeros(len(METRICS))))
-    means = tf.unstack(sums / tf.cast(epochs * parts, tf.float32))
-    return dict(zip(METRICS, means)), all_finite
+    return _passes(minibatch_step, take, n, minibatch_parts(n, minibatch_size), epochs, rng)
 
 
 def clipped_update_sequences(minibatch_step, columns: dict, states: dict, epochs: int,
@@ -48,15 +39,24 @@ def clipped_update_sequences(minibatch_step, columns: dict, states: dict, epochs
     tensors and `states` tuples of [N, H] (each sub-env's core state at the rollout's
     start); about minibatch_size / T sub-envs a minibatch, split evenly."""
     T, n = tf.shape(columns["adv"])[0], tf.shape(columns["adv"])[1]
+
+    def take(idx):
+        return {**{k: tf.gather(v, idx, axis=1) for k, v in columns.items()},
+                **{k: tuple(tf.gather(s, idx) for s in v) for k, v in states.items()}}
+
     parts = tf.minimum(minibatch_parts(T * n, minibatch_size), n)
+    return _passes(minibatch_step, take, n, parts, epochs, rng)
+
+
+def _passes(minibatch_step, take, n, parts, epochs: int, rng):
+    """`epochs` shuffled passes over n items in `parts` minibatches each; take(indices)
+    makes a minibatch's arguments. Returns (mean metrics, whether every step was finite)."""
     order = tf.concat([tf.argsort(rng.uniform([n])) for _ in range(epochs)], 0)
 
     def body(i, all_finite, sums):
         start, stop = minibatch_bounds(n, parts, i % parts)
         idx = tf.gather(order, tf.range(start, stop) + (i // parts) * n)
-        metrics, finite = minibatch_step(
-            **{k: tf.gather(v, idx, axis=1) for k, v in columns.items()},
-            **{k: tuple(tf.gather(s, idx) for s in v) for k, v in states.items()})
+        metrics, finite = minibatch_step(**take(idx))
         return i + 1, tf.logical_and(all_finite, finite), sums + metrics
 
     _, all_finite, sums = tf.while_loop(

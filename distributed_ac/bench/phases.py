@@ -241,9 +241,10 @@ def local_phase(kind: str, cfg: Config, workers: int, repeats: int, min_time: fl
     if errors:
         raise RuntimeError(f"{kind} benchmark process failed: {errors[0]}")
     per_window = [sum(r["rates"][i] for _, r in results) for i in range(repeats)]
-    torso = {"torso": ModelSpec.of(cfg, space_for(cfg)).encoder} if weights else {}
+    spec = ModelSpec.of(cfg, space_for(cfg)) if weights else None
+    model = {"torso": spec.encoder, "core": spec.core} if spec else {}
     return record(kind, cfg, workers, per_window, worker_envs(cfg) * cfg.rollout_length,
-                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **torso)
+                  process_rss_mb=round(max(r["rss_mb"] for _, r in results), 1), **model)
 
 
 def worker_envs(cfg: Config) -> int:

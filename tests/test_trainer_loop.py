@@ -191,6 +191,26 @@ def test_with_every_worker_in_each_update_every_batch_is_exactly_one_version_old
             assert {e[2] for e in submits} == {published}
 
 
+def test_with_every_worker_in_each_update_batches_join_in_worker_order_whatever_arrives_first(
+        tmp_path):
+    """The learner batch's columns do not depend on which worker finished first, so a
+    seed repeats an async run at W <= num_envs (the clipped surrogate's minibatches are
+    positions in the batch)."""
+    pool = ScriptedPool(3, order=[2, 0, 1, 1, 2, 0, 0, 1, 2])
+    cfg = Config(envs_per_worker=N, rollout_length=T, hidden_sizes=(8,), log_every_s=1e9,
+                 checkpoint_every=10**6, learner_thread=False, mode="async",
+                 total_env_steps=3 * 3 * T * N)
+    run = rundir.new_run(tmp_path / "run", cfg)
+    pool.plan = make_plan(cfg, pool.n)
+    progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
+    joined = []
+    with Trainer(cfg, run, pool, probe_space(cfg.env), False, progress) as trainer:
+        step = trainer.learner.step
+        trainer.learner.step = lambda b: (joined.append(b.episode_returns.tolist()), step(b))[1]
+        trainer.loop(StopSignals())
+    assert joined == [[0.0, 1.0, 2.0]] * 3  # each batch's episodes name its worker
+
+
 # --- the learner thread (async on Ray): step k runs while the driver gathers k+1 -------------
 
 

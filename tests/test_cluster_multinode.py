@@ -146,8 +146,10 @@ def test_workers_the_cluster_has_no_room_for_are_waited_for_with_a_warning(clust
     c, _ = cluster
     out = run([sys.executable, "-c", PENDING_SCRIPT, c.address], timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert re.search(r"1 of 3 rollout workers not started after 3 s: each needs 1 CPU and the "
-                     r"cluster has 0 of 2 free", out.stdout), out.stdout[-2000:]
+    # at least the one that cannot fit; on a loaded machine the two that fit may still
+    # be starting after 3 s too
+    assert re.search(r"[123] of 3 rollout workers not started after 3 s: each needs 1 CPU and "
+                     r"the cluster has 0 of 2 free", out.stdout), out.stdout[-2000:]
 
 
 def node_pids(node) -> set[int]:

@@ -195,26 +195,18 @@ class RolloutWorker:
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
         self._handed_in = time.monotonic()
+        recurrent = ({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
+                     if core_state else {})
         return Batch(
-            obs=obs_arr,
-            actions=np.stack(actions),
-            rewards=np.stack(rew).astype(f32),
-            terminated=np.stack(term).astype(f32),
-            truncated=np.stack(trunc).astype(f32),
-            mask=np.stack(mask).astype(f32),
-            behaviour_logp=np.stack(logp),
-            values=values.astype(f32),
-            policy_version=w.version,
-            target_version=w.target_version,
-            worker_id=self.worker_id,
+            obs=obs_arr, actions=np.stack(actions), rewards=np.stack(rew).astype(f32),
+            terminated=np.stack(term).astype(f32), truncated=np.stack(trunc).astype(f32),
+            mask=np.stack(mask).astype(f32), behaviour_logp=np.stack(logp),
+            values=values.astype(f32), policy_version=w.version,
+            target_version=w.target_version, worker_id=self.worker_id,
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
-            nonfinite=nonfinite,
-            idle_s=idle_s,
-            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3),
-            **({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
-               if core_state else {}),
-        )
+            nonfinite=nonfinite, idle_s=idle_s,
+            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3), **recurrent)
 
     def core_state_arrays(self) -> dict[str, np.ndarray]:
         """The policy's recurrent state as named arrays (empty without a core): what an

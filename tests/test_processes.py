@@ -38,13 +38,21 @@ def _wait_for(condition, what: str) -> None:
         time.sleep(0.1)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _bench_with_a_child():
     """`dac bench` measuring the learner, which runs in a child process; returns the
     command's process once that child exists, and the child."""
     proc = subprocess.Popen([sys.executable, "-m", "distributed_ac", "bench", "--phases",
                              "learner", "--sweep-workers", "1", "--rollout-length", "4",
                              "--hidden-sizes", "8", "--repeats", "50", "--min-time", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            # SIGINT as a terminal delivers it: a test run started in the
+                            # background of a script inherits it ignored, and Python then
+                            # keeps ignoring it
+                            preexec_fn=_default_sigint)
     parent = psutil.Process(proc.pid)
 
     def phase_child():

@@ -45,12 +45,15 @@ def third_batch(cfg):
     return learner, batch
 
 
-@pytest.mark.parametrize("core,topology,pixels", [("lstm", "separate", False),
-                                                  ("gru", "shared", False),
-                                                  ("lstm", "shared", True)])
-def test_the_learner_unroll_reproduces_the_workers_log_probs_and_values(core, topology, pixels):
+@pytest.mark.parametrize("core,topology,pixels,envs", [("lstm", "separate", False, 6),
+                                                       ("gru", "shared", False, 6),
+                                                       ("lstm", "shared", True, 6),
+                                                       # values in more than one block
+                                                       ("gru", "separate", False, 72)])
+def test_the_learner_unroll_reproduces_the_workers_log_probs_and_values(core, topology, pixels,
+                                                                        envs):
     image = dict(env="fakes:PixelChase", torso="nature") if pixels else {}
-    learner, b = third_batch(small(core=core, topology=topology, **image))
+    learner, b = third_batch(small(core=core, topology=topology, num_envs=envs, **image))
     T, N = b.rewards.shape
     assert b.starts[1:].any() and not b.starts[0].all()  # episodes begin mid-rollout
     assert np.abs(b.core_state["actor.core"][0]).max() > 0.01  # a state carried in

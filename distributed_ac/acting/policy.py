@@ -89,8 +89,12 @@ class Policy:
         if not self.cores:
             return self.value(obs.reshape(steps * n, *self.space.obs_shape)).reshape(steps, n)
         x = self._input(obs.reshape(steps * n, *self.space.obs_shape))
-        features = np.concatenate([self.target_encoder(x[i:i + VALUE_BLOCK])
-                                   for i in range(0, len(x), VALUE_BLOCK)])
+        features = None
+        for i in range(0, len(x), VALUE_BLOCK):  # the encoder returns a reused buffer: copy
+            block = self.target_encoder(x[i:i + VALUE_BLOCK])
+            if features is None:
+                features = np.empty((len(x), block.shape[1]), np.float32)
+            features[i:i + len(block)] = block
         features = features.reshape(steps, n, -1)
         core, state, outs = self.cores[parts.TARGET_CORE], self.state[parts.TARGET_CORE], []
         for t in range(steps):

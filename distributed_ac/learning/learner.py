@@ -31,7 +31,7 @@ from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
 from distributed_ac.learning.tf_runtime import pick_device
 from distributed_ac.models.cores import state_size
-from distributed_ac.models.spec import OBS_NORM, ModelSpec
+from distributed_ac.models.spec import ACTOR_CORE, OBS_NORM, TARGET_CORE, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ def core_states(spec: ModelSpec, batch: Batch) -> list:
     if not spec.recurrent:
         return []
     critic = CORE_OF_CRITIC[spec.shared]
-    return [*batch.core_state["actor.core"], *batch.core_state[critic]]
+    return [*batch.core_state[ACTOR_CORE], *batch.core_state[critic]]
 
 
-CORE_OF_CRITIC = {True: "actor.core", False: "v_target.core"}  # by topology: shared?
+CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
 
 
 class Versions(tf.Module):
@@ -343,7 +343,7 @@ class Learner:
         starts = np.zeros((T, n), np.float32)
         starts[0] = 1.0
         return {"starts": starts, "core_state": {p: list(zero) for p in
-                                                 ("actor.core", "v_target.core")}}
+                                                 (ACTOR_CORE, TARGET_CORE)}}
 
     # ---- its checkpoint state -----------------------------------------------------
     def checkpoint_objects(self) -> dict:

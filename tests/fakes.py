@@ -34,12 +34,12 @@ class CountdownTruncated(Countdown):
         super().__init__(length=3, truncate=True)
 
 
-class MultiDiscreteEnv(Countdown):
+class TupleActionEnv(Countdown):
     """Same dynamics, an action space the trainer refuses."""
 
     def __init__(self):
         super().__init__()
-        self.action_space = gym.spaces.MultiDiscrete([2, 3])
+        self.action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
 
 
 class ExplodingEnv(Countdown):

@@ -62,8 +62,8 @@ def yaml_file(tmp_path: Path, text: str) -> str:
 
 CASES = {
     "unknown env id": (lambda t, r: ["train", "--env", "NoSuchEnv-v7"], "unknown environment id"),
-    "unsupported action space": (lambda t, r: ["train", "--env", "fakes:MultiDiscreteEnv"],
-                                 "only Discrete and 1-D Box"),
+    "unsupported action space": (lambda t, r: ["train", "--env", "fakes:TupleActionEnv"],
+                                 "only Discrete, MultiDiscrete, MultiBinary and 1-D Box"),
     "entry point does not import": (lambda t, r: ["train", "--env", "no_such_mod_q:Env"],
                                     "cannot import entry point module"),
     "field out of range": (lambda t, r: ["train", "--gamma", "1.5"], "gamma must be in [0, 1]"),

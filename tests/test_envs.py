@@ -43,7 +43,7 @@ def test_box_action_space_bounds_are_read():
 
 @pytest.mark.parametrize("env, message", [
     ("NoSuchEnv-v0", "unknown environment id"),
-    ("fakes:MultiDiscreteEnv", "only Discrete and 1-D Box"),
+    ("fakes:TupleActionEnv", "only Discrete, MultiDiscrete, MultiBinary and 1-D Box"),
     ("no_such_module_xyz:Env", "cannot import entry point module"),
     ("fakes:NoSuchClass", "has no callable 'NoSuchClass'"),
 ])

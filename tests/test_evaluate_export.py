@@ -1,8 +1,8 @@
 """`dac evaluate` and `dac export` on real short runs (serial, no Ray): evaluation reports
 the returns a plain Gymnasium loop gets with the exported policy on the same fresh seeds,
 and can record video; the exported SavedModel, loaded in a process that imports only
-TensorFlow and NumPy, acts and values exactly like the trainer's policy, for Discrete and
-Box actions and for the shared-trunk topology."""
+TensorFlow and NumPy, acts and values exactly like the trainer's policy, for Discrete,
+MultiDiscrete and Box actions and for the shared-trunk topology."""
 
 import io
 import json
@@ -19,6 +19,7 @@ from distributed_ac.commands import main as cli
 from distributed_ac.commands.evaluate import load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
+from distributed_ac.envs.vector import resolve_env_id
 from distributed_ac.models.spec import ModelSpec
 from distributed_ac.run import rundir
 from distributed_ac.run.metrics import ConsoleProgress
@@ -35,7 +36,10 @@ def short_run(tmp_path_factory, env: str, topology: str = "separate"):
     return path
 
 
-@pytest.fixture(scope="module", params=["CartPole-v1", "Pendulum-v1"])
+MULTI = "distributed_ac.envs.choices:MultiChoice"  # MultiDiscrete([3, 4, 5]) actions
+
+
+@pytest.fixture(scope="module", params=["CartPole-v1", "Pendulum-v1", MULTI])
 def run_dir(request, tmp_path_factory):
     return short_run(tmp_path_factory, request.param)
 
@@ -53,7 +57,7 @@ def dac(capsys, *argv) -> tuple[int, str, str]:
 
 def plain_gym_returns(env_id: str, act, seeds) -> np.ndarray:
     """Undiscounted return of one episode per seed: gym.make, reset(seed), act, step."""
-    env = gym.make(env_id)
+    env = gym.make(resolve_env_id(env_id))
     totals = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
@@ -146,6 +150,11 @@ def test_evaluate_is_repeatable_on_its_fixed_seeds(run_dir, capsys):
 
 def test_evaluate_records_video_with_record_video(run_dir, tmp_path, capsys):
     pytest.importorskip("moviepy")
+    if rundir.saved_config(rundir.open_run(run_dir)).env == MULTI:  # renders no frames
+        code, _, err = dac(capsys, "evaluate", str(run_dir), "--video", str(tmp_path / "v"))
+        assert code == 2 and "does not render rgb_array frames" in err, err
+        assert len(err.strip().splitlines()) == 1
+        return
     video = tmp_path / "video"
     code, _, err = dac(capsys, "evaluate", str(run_dir), "--episodes", "2", "--video", str(video))
     assert code == 0, err
@@ -185,6 +194,7 @@ def test_exported_saved_model_serves_the_trainers_policy_without_distributed_ac(
     _, expected_action, _ = policy.act(obs, np.random.default_rng(0), deterministic=True)
     expected_value = learner.nets.critic(obs).numpy()[:, 0]
     if space.discrete:
+        assert got["action"].shape == (64, *space.action_shape)
         np.testing.assert_array_equal(got["action"], expected_action)
     else:
         assert got["action"].shape == (64, space.num_actions)

@@ -118,9 +118,7 @@ class RolloutWorker:
 
     def empty_actions(self) -> np.ndarray:
         """A [0, N, ...] array of the stored-action dtype (no step taken yet)."""
-        a = self.space.num_actions
-        return (np.zeros((0, self.num_envs), np.int32) if self.space.discrete
-                else np.zeros((0, self.num_envs, a), np.float32))
+        return np.zeros((0, self.num_envs, *self.space.action_shape), self.space.action_dtype)
 
     def replay(self, actions: np.ndarray) -> None:
         """Re-step the envs through stored actions [S, N, ...] (pool.SerialPool: resume)."""

@@ -114,7 +114,11 @@ def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
     done = rng.random((T, N)) < 0.01
     mask = np.ones((T, N), f32)
     mask[1:][done[:-1]] = 0.0
-    if space.discrete:
+    if space.multi_discrete:
+        nvec = np.asarray(space.action_nvec)
+        actions = rng.integers(0, nvec, (T, N, len(nvec))).astype(np.int32)
+        logp = np.full((T, N), -np.log(nvec).sum(), f32)
+    elif space.discrete:
         actions = rng.integers(0, space.num_actions, (T, N)).astype(np.int32)
         logp = np.full((T, N), -np.log(space.num_actions), f32)
     else:
@@ -157,7 +161,11 @@ def _env_stepper(cfg: Config, worker_id: int):
     space = space_of(envs, cfg.env)
     rng = np.random.default_rng(cfg.seed + worker_id)
     envs.reset(seed=cfg.seed + worker_id)
-    if space.discrete:
+    if space.multi_discrete:
+        lo = np.asarray(space.action_starts)
+        hi = lo + np.asarray(space.action_nvec)
+        sample = lambda: rng.integers(lo, hi, (n, len(lo)))  # noqa: E731
+    elif space.discrete:
         lo, hi = space.action_start, space.action_start + space.num_actions
         sample = lambda: rng.integers(lo, hi, n)  # noqa: E731
     else:

@@ -52,6 +52,10 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
                                             render_mode="rgb_array" if video else None))
     if video is None:
         return env
+    if env.render_mode != "rgb_array":
+        env.close()
+        raise UsageError(f"--video: '{cfg.env}' does not render rgb_array frames "
+                         f"(its render modes: {env.metadata.get('render_modes', [])})")
     try:
         import moviepy  # noqa: F401  RecordVideo's encoder; an optional extra
     except ImportError:

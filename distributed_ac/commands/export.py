@@ -102,7 +102,11 @@ class PolicyModule(tf.Module):
         features, state = self._features(p, "actor", obs, state)
         out = keras_heads.tf_linear(p[names.ACTOR_HEAD], features)
         s = self._space
-        if s.discrete:
+        if s.multi_discrete:
+            action = tf.stack([tf.argmax(z, axis=-1, output_type=tf.int32)
+                               for z in tf.split(out, list(s.action_nvec), axis=-1)], axis=-1)
+            action = action + tf.constant(s.action_starts, tf.int32)
+        elif s.discrete:
             action = tf.argmax(out, axis=-1) + s.action_start
         else:
             action = squash_to_box(out, tf.constant(s.action_low, tf.float32),
@@ -130,7 +134,7 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
     tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
             "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),
-            "obs_dtype": space.obs_dtype, "action": "discrete" if space.discrete else "box",
+            "obs_dtype": space.obs_dtype, "action": space.action_kind,
             "num_actions": space.num_actions, "core": learner.spec.core}
 
 

@@ -29,11 +29,15 @@ class EnvSpace:
 
     env_id: str
     obs_dim: int
-    discrete: bool
-    num_actions: int  # Discrete: number of actions; Box: action dimension
+    discrete: bool  # integer actions scored by categorical heads (Discrete, MultiDiscrete)
+    num_actions: int  # Discrete: actions; MultiDiscrete: sum(nvec), its logits; Box: dimension
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     action_start: int = 0  # Discrete(n, start) offset
+    # MultiDiscrete (and MultiBinary, as nvec of 2s): each component's choices and offsets;
+    # () for Discrete and Box
+    action_nvec: tuple[int, ...] = ()
+    action_starts: tuple[int, ...] = ()
     obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
     obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
 
@@ -50,6 +54,28 @@ class EnvSpace:
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of
         obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
         return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
+
+    @property
+    def multi_discrete(self) -> bool:
+        return bool(self.action_nvec)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """One stored action's shape: () for Discrete, (components,) for MultiDiscrete,
+        (dimension,) for Box (the pre-squash sample)."""
+        if self.multi_discrete:
+            return (len(self.action_nvec),)
+        return () if self.discrete else (self.num_actions,)
+
+    @property
+    def action_dtype(self) -> str:
+        return "int32" if self.discrete else "float32"
+
+    @property
+    def action_kind(self) -> str:
+        """discrete, multi_discrete or box (what export and the run's summary call it)."""
+        return "multi_discrete" if self.multi_discrete else ("discrete" if self.discrete
+                                                            else "box")
 
     @property
     def half_range(self) -> np.ndarray:
@@ -183,7 +209,29 @@ def space_of(venv: gym.vector.VectorEnv, env: str) -> EnvSpace:
             raise EnvError(f"'{env}' has an unbounded Box action space; tanh squashing needs finite bounds")
         return EnvSpace(env, obs_dim, False, int(act_space.shape[0]),
                         tuple(low.tolist()), tuple(high.tolist()), **obs)
-    raise EnvError(f"'{env}' has action space {act_space}; only Discrete and 1-D Box are supported")
+    multi = _multi_discrete(act_space, env)
+    if multi is not None:
+        nvec, starts = multi
+        return EnvSpace(env, obs_dim, True, sum(nvec), action_nvec=nvec, action_starts=starts,
+                        **obs)
+    raise EnvError(f"'{env}' has action space {act_space}; only Discrete, MultiDiscrete, "
+                   "MultiBinary and 1-D Box are supported")
+
+
+def _multi_discrete(act_space, env: str):
+    """(nvec, starts) of a 1-D MultiDiscrete or MultiBinary space (MultiBinary(n) is n
+    choices of {0, 1}); None for any other space."""
+    if isinstance(act_space, gym.spaces.MultiBinary):
+        if len(act_space.shape) != 1:
+            raise EnvError(f"'{env}' has action space {act_space}; only 1-D MultiBinary is supported")
+        return (2,) * act_space.shape[0], (0,) * act_space.shape[0]
+    if isinstance(act_space, gym.spaces.MultiDiscrete):
+        if act_space.nvec.ndim != 1:
+            raise EnvError(f"'{env}' has action space {act_space}; only 1-D MultiDiscrete "
+                           "is supported")
+        return (tuple(int(n) for n in act_space.nvec),
+                tuple(int(s) for s in np.broadcast_to(act_space.start, act_space.nvec.shape)))
+    return None
 
 
 def _obs_fields(obs_space: gym.spaces.Box) -> dict:

@@ -40,6 +40,25 @@ def categorical_entropy(logits):
     return -tf.reduce_sum(tf.exp(log_probs) * log_probs, axis=-1)
 
 
+def multi_categorical_log_prob(logits, actions, nvec):
+    """``sum_i log softmax(logits_i)[actions_i]`` over a MultiDiscrete action's components.
+
+    Args:
+      logits: ``[B, sum(nvec)]``, component i's logits in its slice.
+      actions: ``[B, len(nvec)]`` integer choices, each in ``[0, nvec[i])``.
+    Returns:
+      ``[B]`` float32.
+    """
+    parts = tf.split(logits, list(nvec), axis=-1)
+    choices = tf.unstack(tf.cast(actions, tf.int32), num=len(nvec), axis=-1)
+    return tf.add_n([categorical_log_prob(z, a) for z, a in zip(parts, choices)])
+
+
+def multi_categorical_entropy(logits, nvec):
+    """The components are independent, so the entropy is the sum of theirs: ``[B]``."""
+    return tf.add_n([categorical_entropy(z) for z in tf.split(logits, list(nvec), axis=-1)])
+
+
 def log_one_minus_tanh_sq(u):
     """``log(1 - tanh(u)^2)`` computed as ``2 * (log 2 - u - softplus(-2u))``.
 

@@ -134,8 +134,8 @@ class Learner:
         T, f32 = self.cfg.rollout_length, tf.float32
         # uint8 images arrive as bytes; the encoder casts them inside the graph
         obs = tf.TensorSpec([T, None, *self.space.obs_shape], tf.as_dtype(self.space.obs_dtype))
-        act = (tf.TensorSpec([T, None], tf.int32) if self.space.discrete
-               else tf.TensorSpec([T, None, self.space.num_actions], f32))
+        act = tf.TensorSpec([T, None, *self.space.action_shape],
+                            tf.as_dtype(self.space.action_dtype))
         # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
         # concrete function's call costs Python time per argument it binds.
         spec = self.spec
@@ -220,8 +220,7 @@ class Learner:
         """_minibatch_step on whole sub-env sequences ([T, n] columns, their core states)."""
         seq = Sequence(tf.shape(adv), actor_state, critic_state, starts)
         flat_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
-        flat_actions = (tf.reshape(actions, [-1]) if self.space.discrete
-                        else tf.reshape(actions, [-1, self.space.num_actions]))
+        flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
         return self._minibatch_step(flat_obs, flat_actions, targets, adv, mask, old_logp, seq)
 
     def _clipped_update(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
@@ -249,8 +248,7 @@ class Learner:
                 self.shuffle_rng)
         else:
             flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
-            flat_actions = (flat(actions) if self.space.discrete
-                            else tf.reshape(actions, [-1, self.space.num_actions]))
+            flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
             columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets),
                            adv=flat(adv), mask=flat(mask), old_logp=flat(old_logp))
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
@@ -321,8 +319,7 @@ class Learner:
         waiting for tracing and graph optimisation; train() overlaps this with the Ray
         workers' start."""
         T, f32 = self.cfg.rollout_length, np.float32
-        actions = (np.zeros((T, 1), np.int32) if self.space.discrete
-                   else np.zeros((T, 1, self.space.num_actions), f32))
+        actions = np.zeros((T, 1, *self.space.action_shape), self.space.action_dtype)
         zeros = np.zeros((T, 1), f32)
         obs = np.zeros((T, 1, *self.space.obs_shape), self.space.obs_dtype)
         batch = Batch(obs=obs, actions=actions,

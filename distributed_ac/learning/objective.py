@@ -23,7 +23,12 @@ class Objective:
     def policy_terms(self, actor_out, actions, shape):
         """log pi(a|s) and entropy, both in `shape`, from the actor's output (logits, or
         the Gaussian's mean and log std) on the flat observations."""
-        if self.space.discrete:
+        if self.space.multi_discrete:
+            nvec = self.space.action_nvec
+            flat_a = tf.reshape(actions, [-1, len(nvec)])
+            logp = distributions.multi_categorical_log_prob(actor_out, flat_a, nvec)
+            ent = distributions.multi_categorical_entropy(actor_out, nvec)
+        elif self.space.discrete:
             flat_a = tf.reshape(actions, [-1])
             logp = distributions.categorical_log_prob(actor_out, flat_a)
             ent = distributions.categorical_entropy(actor_out)

@@ -2,6 +2,8 @@
 (keras_heads.py builds them for the learner; learning/distributions.py scores them).
 
 - categorical: logits = features @ W + b; actions by Gumbel-max, log-probs by log-softmax.
+- multi_categorical (MultiDiscrete): one categorical per component over its slice of the
+  logits; the components are sampled independently, their log-probs summed.
 - tanh_gaussian: mean = features @ W + b and a state-independent log_std; the sample u
   is squashed by tanh and rescaled to the Box, and log pi(u) includes the Jacobian.
 - value: features @ W + b, one unit.
@@ -40,20 +42,47 @@ class CategoricalHead:
 
     def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
         """(stored [B] int32, log pi [B] float32)."""
-        if deterministic:
-            a = logits.argmax(axis=-1)
-        else:  # Gumbel-max: one uniform draw per logit, no per-row loop
-            u = rng.random(logits.shape, dtype=np.float32)
-            a = (logits - np.log(-np.log(np.maximum(u, TINY)))).argmax(axis=-1)
-        # log softmax of the chosen logit only; np.clip and take_along_axis each cost more
-        # than the arithmetic at one call per env step
-        rows = np.arange(len(logits))
-        z = logits - logits[rows, logits.argmax(axis=-1)][:, None]
-        logp = z[rows, a] - np.log(np.exp(z).sum(axis=-1))
-        return a.astype(np.int32), logp.astype(np.float32)
+        return categorical_sample(logits, rng, deterministic)
 
     def env_action(self, stored: np.ndarray) -> np.ndarray:
         return stored + self.action_start
+
+
+def categorical_sample(logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
+    """Actions [B] int32 and their log-probs [B] float32 from logits [B, K] (Gumbel-max:
+    one uniform draw per logit, no per-row loop)."""
+    if deterministic:
+        a = logits.argmax(axis=-1)
+    else:
+        u = rng.random(logits.shape, dtype=np.float32)
+        a = (logits - np.log(-np.log(np.maximum(u, TINY)))).argmax(axis=-1)
+    # log softmax of the chosen logit only; np.clip and take_along_axis each cost more
+    # than the arithmetic at one call per env step
+    rows = np.arange(len(logits))
+    z = logits - logits[rows, logits.argmax(axis=-1)][:, None]
+    logp = z[rows, a] - np.log(np.exp(z).sum(axis=-1))
+    return a.astype(np.int32), logp.astype(np.float32)
+
+
+class MultiCategoricalHead(CategoricalHead):
+    """MultiDiscrete: logits [B, sum(nvec)], one slice per component."""
+
+    def __init__(self, nvec: tuple[int, ...], starts: tuple[int, ...]):
+        super().__init__()
+        self.bounds = np.cumsum((0, *nvec))
+        self.starts = np.asarray(starts, np.int32)
+
+    def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
+        """(stored [B, components] int32, log pi [B] float32, the components' sum)."""
+        stored = np.empty((len(logits), len(self.starts)), np.int32)
+        logp = np.zeros(len(logits), np.float32)
+        for i, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
+            stored[:, i], lp = categorical_sample(logits[:, lo:hi], rng, deterministic)
+            logp += lp
+        return stored, logp
+
+    def env_action(self, stored: np.ndarray) -> np.ndarray:
+        return stored + self.starts
 
 
 class TanhGaussianHead:
@@ -101,6 +130,8 @@ class ValueHead:
 
 def action_head(spec, space):
     """The NumPy head for a ModelSpec's action head."""
+    if spec.head == "multi_categorical":
+        return MultiCategoricalHead(space.action_nvec, space.action_starts)
     if spec.head == "categorical":
         return CategoricalHead(space.action_start)
     return TanhGaussianHead(space.action_low, space.action_high)

@@ -38,7 +38,8 @@ class ModelSpec:
     hidden_sizes: tuple[int, ...]
     activation: str
     head: str
-    """categorical (Discrete actions) or tanh_gaussian (Box actions)."""
+    """categorical (Discrete actions), multi_categorical (MultiDiscrete) or tanh_gaussian
+    (Box actions)."""
     num_actions: int
     shared: bool
     """One encoder for actor and critic (updated by the actor's optimizer)."""
@@ -55,7 +56,7 @@ class ModelSpec:
     def of(cfg: Config, space) -> "ModelSpec":
         return ModelSpec(encoder=encoder_for(cfg, space.obs_shape),
                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
-                         head="categorical" if space.discrete else "tanh_gaussian",
+                         head=head_for(space),
                          num_actions=space.num_actions, shared=cfg.topology == "shared",
                          obs_norm=obs_normalized(cfg, space.obs_shape), obs_clip=cfg.obs_clip,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
@@ -76,6 +77,12 @@ class ModelSpec:
     def target_parts(self) -> tuple[str, ...]:
         """The parts a worker bootstraps with, in bundle order."""
         return tuple(p for p in TARGET_PARTS if p != TARGET_CORE or self.recurrent)
+
+
+def head_for(space) -> str:
+    if space.multi_discrete:
+        return "multi_categorical"
+    return "categorical" if space.discrete else "tanh_gaussian"
 
 
 def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:

@@ -145,3 +145,53 @@ class PixelChase(gym.Env):
         self.agent = np.clip(self.agent + self.MOVES[int(action)], 0, self.GRID - 1)
         reached = bool((self.agent == self.target).all())
         return self._image(), float(reached), reached, self.t >= self.MAX_STEPS and not reached, {}
+
+
+class Masked(Countdown):
+    """Countdown with a Dict observation {obs, action_mask}; the mask allows action 1 only
+    (or nothing from step `stuck_at` on), over `actions` Discrete actions."""
+
+    def __init__(self, actions: int = 2, mask_len: int | None = None, stuck_at: int = 99,
+                 box_actions: bool = False):
+        super().__init__(length=5)
+        self.stuck_at = stuck_at
+        n = mask_len or actions
+        self.action_space = (gym.spaces.Box(-1, 1, (actions,), np.float32) if box_actions
+                             else gym.spaces.Discrete(actions))
+        self.observation_space = gym.spaces.Dict({
+            "obs": gym.spaces.Box(-np.inf, np.inf, (1,), np.float64),
+            "action_mask": gym.spaces.Box(0, 1, (n,), np.int8)})
+        self.mask = np.zeros(n, np.int8)
+
+    def _wrap(self, obs):
+        self.mask = np.zeros_like(self.mask)
+        if self.t < self.stuck_at:
+            self.mask[1] = 1
+        return {"obs": obs, "action_mask": self.mask}
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return self._wrap(obs), info
+
+    def step(self, action):
+        if not self.mask[int(action)]:
+            raise AssertionError(f"masked action {action} taken")
+        obs, *rest = super().step(action)
+        return (self._wrap(obs), *rest)
+
+
+class MaskedStuck(Masked):
+    """Its mask allows nothing from the third step of an episode on."""
+
+    def __init__(self):
+        super().__init__(actions=3, stuck_at=2)
+
+
+class MaskedBoxActions(Masked):
+    def __init__(self):
+        super().__init__(box_actions=True)
+
+
+class MaskedWrongLength(Masked):
+    def __init__(self):
+        super().__init__(actions=3, mask_len=4)

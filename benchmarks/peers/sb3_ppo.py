@@ -140,6 +140,13 @@ ZOO_PPO["LunarLanderContinuous-v3"] = {**ZOO_PPO["LunarLander-v3"],
 # is the zoo's CartPoleNoVel-v1: CartPole-v1 with both velocities multiplied by 0.
 ZOO_PPO["CartPoleNoVel-v1"] = {**ZOO_PPO["CartPole-v1"], "zoo_key": "CartPoleNoVel-v1",
                                "policy": "MlpLstmPolicy", "algo": "RecurrentPPO"}
+# sb3-contrib's MaskablePPO on distributed_ac's MaskedChoice (the zoo has no entry for it):
+# the settings `dac train` runs it with in benchmarks/spaces/masked-choice.yaml (16 envs x
+# 16 steps, 4 epochs of 64-sample minibatches, rate 3e-3, one hidden layer of 32).
+ZOO_PPO["MaskedChoice"] = {"zoo_key": None, "n_timesteps": 3e4, "algo": "MaskablePPO",
+                           "policy": "MlpPolicy", "n_envs": 16, "n_steps": 16,
+                           "batch_size": 64, "n_epochs": 4, "learning_rate": 3e-3,
+                           "ent_coef": 0.0, "policy_kwargs": {"net_arch": [32]}}
 ZOO_SOURCE = "DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml @ eec15dc"
 
 CURVE_EVERY = 10_000  # env steps between learning-curve rows
@@ -193,8 +200,11 @@ def build(env_id: str, seed: int):
     hp = dict(ZOO_PPO[env_id])
     for k in ("zoo_key", "n_timesteps"):
         hp.pop(k)
-    if hp.pop("algo", "PPO") == "RecurrentPPO":
+    algo = hp.pop("algo", "PPO")
+    if algo == "RecurrentPPO":
         from sb3_contrib import RecurrentPPO as PPO
+    elif algo == "MaskablePPO":
+        from sb3_contrib import MaskablePPO as PPO
     n_envs = hp.pop("n_envs", 1)
     normalize = hp.pop("normalize", False)
     policy = hp.pop("policy")
@@ -207,7 +217,8 @@ def build(env_id: str, seed: int):
             pk["activation_fn"] = getattr(nn, pk["activation_fn"].removeprefix("nn."))
         hp["policy_kwargs"] = pk
 
-    make = no_velocity_cartpole if env_id == "CartPoleNoVel-v1" else env_id
+    make = {"CartPoleNoVel-v1": no_velocity_cartpole,
+            "MaskedChoice": masked_choice}.get(env_id, env_id)
     env = make_vec_env(make, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
     if normalize:
         nkw = {} if normalize is True else dict(normalize)
@@ -226,6 +237,26 @@ def no_velocity_cartpole():
     mask = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
     return gym.wrappers.TransformObservation(gym.make("CartPole-v1"), lambda o: o * mask,
                                              gym.make("CartPole-v1").observation_space)
+
+
+def masked_choice():
+    """distributed_ac's MaskedChoice as MaskablePPO takes it: the Dict's "obs" as the
+    observation and its "action_mask" through sb3-contrib's ActionMasker."""
+    import gymnasium as gym
+    from sb3_contrib.common.wrappers import ActionMasker
+
+    from distributed_ac.envs.choices import MaskedChoice
+
+    class ObsOnly(gym.ObservationWrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.observation_space = env.observation_space["obs"]
+
+        def observation(self, observation):
+            self.mask = observation["action_mask"].astype(bool)
+            return observation["obs"]
+
+    return ActionMasker(ObsOnly(MaskedChoice()), lambda env: env.mask)
 
 
 def process_age_s() -> float:
@@ -398,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         "target_s_from_process_start": round(rec.solved_at[1], 3) if rec.solved_at else None,
         "torch_threads": torch.get_num_threads(),
         "hyperparams": hp,
-        "hyperparams_source": ZOO_SOURCE,
+        "hyperparams_source": (ZOO_SOURCE if ZOO_PPO[args.env]["zoo_key"]
+                               else "benchmarks/spaces/masked-choice.yaml (dac train's settings)"),
         "ppo_effective": eff,
         "versions": _versions(),
         "machine": _machine(),

@@ -16,7 +16,7 @@ from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.models import spec as parts
 from distributed_ac.models.cnn import CNNEncoder
 from distributed_ac.models.cores import RecurrentCore
-from distributed_ac.models.heads import ValueHead, action_head
+from distributed_ac.models.heads import MASKED_LOGIT, ValueHead, action_head
 from distributed_ac.models.mlp import MLPEncoder
 from distributed_ac.models.spec import ModelSpec
 
@@ -119,18 +119,27 @@ class Policy:
         return self.head(self._actor_features(obs, starts)).copy()
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False,
-            starts: np.ndarray | None = None):
+            starts: np.ndarray | None = None, legal: np.ndarray | None = None):
         """Sample actions for obs [B, *obs_shape] (EnvSpace.as_batch); `starts` [B] marks
         the sub-envs whose episode begins at this step (a recurrent policy zeroes their
-        state first).
+        state first); `legal` [B, num_actions] bool, the action masks: a masked action
+        has probability exactly 0.
 
         Returns (stored, env_action, logp): `stored` is what the learner re-scores (the
         Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
         the env receives, `logp` is log pi(stored | obs) including the tanh Jacobian.
         """
         out = self.head(self._actor_features(obs, starts))  # a reused buffer: only read
+        if legal is not None:
+            out = np.where(legal, out, MASKED_LOGIT)
         stored, logp = self.head.sample(out, rng, deterministic)
         return stored, self.head.env_action(stored), logp
+
+    def rows_without_choice(self, legal: np.ndarray) -> np.ndarray:
+        """The rows of action masks [B, num_actions] in which some component (the only
+        one for Discrete) allows nothing: no action can be sampled there."""
+        allowed = np.add.reduceat(legal, self.head.mask_bounds, axis=1) > 0
+        return np.flatnonzero(~allowed.all(axis=1))
 
     def env_action(self, stored: np.ndarray) -> np.ndarray:
         """What the env receives for a stored action."""

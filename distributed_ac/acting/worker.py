@@ -72,14 +72,14 @@ class RolloutWorker:
         # ALE envs learn from lives and clipped rewards but report whole games' raw
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
-        self.space = space_of(self.envs, cfg.env)
+        self.space = space_of(self.envs, cfg.env, not cfg.ignore_action_mask)
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
         # Distinct, reproducible streams per worker: env seeds and action sampling.
         seed = cfg.seed + 10_007 * worker_id
         self.rng = np.random.default_rng(seed)
+        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         obs, _ = self.envs.reset(seed=seed)
         self._obs = self._as_obs(obs)
-        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         self.policy.reset_state(self.num_envs)
         self._ep_return = np.zeros(self.num_envs, np.float64)
@@ -90,7 +90,26 @@ class RolloutWorker:
         self._handed_in: float | None = None  # when the previous collect() returned
 
     def _as_obs(self, obs) -> np.ndarray:
+        """The policy's input from the env's observations; with an action mask, the
+        mask of the next step goes to self._legal."""
+        self._legal = self.space.action_masks(obs, self.num_envs)
         return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
+
+    def _checked_legal(self, step: int) -> np.ndarray | None:
+        """This step's action masks; a real step that allows no action (no choice of a
+        component) is an env error. A reset step's action is ignored, and the final
+        observation it acts on may allow nothing (a finished game): all allowed there."""
+        legal = self._legal
+        if legal is None:
+            return None
+        legal[self._after_done] = True
+        stuck = self.policy.rows_without_choice(legal)
+        if len(stuck):
+            n = int(stuck[0])
+            raise EnvStepError(f"env '{self.cfg.env}' allowed no action in worker "
+                               f"{self.worker_id}, sub-env {n}, step {step} of the rollout "
+                               "(its action_mask is all 0)")
+        return legal
 
     def info(self) -> dict:
         """Where this worker runs and what it uses (the driver logs it)."""
@@ -167,12 +186,15 @@ class RolloutWorker:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
         T, N = self.cfg.rollout_length, self.num_envs
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths, disc, starts = [], [], [], []
+        returns, lengths, disc, starts, legals = [], [], [], [], []
         core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}
-        for _ in range(T):
+        for t in range(T):
             obs.append(self._obs)
             starts.append(self._starts)
-            stored, env_action, lp = self.policy.act(self._obs, self.rng, starts=self._starts)
+            legal = self._checked_legal(t)
+            legals.append(legal)
+            stored, env_action, lp = self.policy.act(self._obs, self.rng, starts=self._starts,
+                                                     legal=legal)
             r, te, tr, real, ended = self._advance(env_action)
             actions.append(stored)
             logp.append(lp)
@@ -193,8 +215,10 @@ class RolloutWorker:
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
         self._handed_in = time.monotonic()
-        recurrent = ({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
-                     if core_state else {})
+        optional = ({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
+                    if core_state else {})
+        if legals[0] is not None:
+            optional["action_mask"] = np.stack(legals)
         return Batch(
             obs=obs_arr, actions=np.stack(actions), rewards=np.stack(rew).astype(f32),
             terminated=np.stack(term).astype(f32), truncated=np.stack(trunc).astype(f32),
@@ -204,7 +228,7 @@ class RolloutWorker:
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             nonfinite=nonfinite, idle_s=idle_s,
-            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3), **recurrent)
+            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3), **optional)
 
     def core_state_arrays(self) -> dict[str, np.ndarray]:
         """The policy's recurrent state as named arrays (empty without a core): what an

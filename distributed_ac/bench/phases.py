@@ -128,7 +128,8 @@ def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
                  rewards=np.ones((T, N), f32), terminated=done.astype(f32),
                  truncated=np.zeros((T, N), f32), mask=mask, behaviour_logp=logp,
                  values=(0.1 * rng.standard_normal((T + 1, N))).astype(f32),
-                 policy_version=0, target_version=0)
+                 policy_version=0, target_version=0,
+                 action_mask=np.ones((T, N, space.mask_size), bool) if space.mask_size else None)
 
 
 def _synthetic_obs(space: EnvSpace, lead: tuple[int, int], rng: np.random.Generator) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
-from distributed_ac.core.errors import MissingDependency, UsageError
+from distributed_ac.core.errors import EnvError, MissingDependency, UsageError
 from distributed_ac.envs.atari import Preprocess, make_single
 from distributed_ac.envs.vector import made, resolve_env_id, space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
@@ -75,10 +75,14 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
             policy.reset_state(1)  # a recurrent policy carries its state through the episode
-            done = False
+            done, step = False, 0
             while not done:
-                x = policy.space.as_batch(obs, 1)
-                _, action, _ = policy.act(x, rng, deterministic)
+                x, legal = policy.space.as_batch(obs, 1), policy.space.action_masks(obs, 1)
+                if legal is not None and len(policy.rows_without_choice(legal)):
+                    raise EnvError(f"env '{cfg.env}' allowed no action at step {step} of "
+                                   f"evaluation episode {i} (its action_mask is all 0)")
+                _, action, _ = policy.act(x, rng, deterministic, legal=legal)
+                step += 1
                 obs, reward, terminated, truncated, _ = env.step(action[0])
                 returns[i] += float(reward)
                 done = terminated or truncated

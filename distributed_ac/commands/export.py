@@ -4,6 +4,13 @@
     m.action(obs)   # obs [B, obs_dim] float32 -> [B] int64 (Discrete) or [B, A] float32 (Box)
     m.value(obs)    # obs [B, obs_dim] float32 -> [B] float32, the critic V(obs)
 
+MultiDiscrete (and MultiBinary) actions come as [B, components] int32. An env whose
+Dict observation has an action_mask takes the observation's other key as `obs` and the
+mask as a second argument, float32 [B, num_actions] (1 = allowed); a masked action is
+never chosen:
+
+    m.action(obs, action_mask)
+
 A recurrent policy (`--core lstm` or `gru`) also takes and returns its core's state,
 one float32 [B, S] array (the LSTM's h and c side by side, the GRU's h):
 
@@ -35,6 +42,7 @@ from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
 from distributed_ac.learning.networks import normalize_tf
 from distributed_ac.models import keras_cnn, keras_cores, keras_heads, keras_mlp
+from distributed_ac.models.heads import MASKED_LOGIT
 from distributed_ac.models.cores import state_size
 from distributed_ac.models import spec as names
 from distributed_ac.models.spec import ModelSpec
@@ -73,17 +81,19 @@ class PolicyModule(tf.Module):
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
         obs = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs")
+        # an action mask (1 = allowed) as float32, whatever integer or bool type the env used
+        mask = ([tf.TensorSpec([None, space.mask_size], tf.float32, name="action_mask")]
+                if space.mask_size else [])
         if recurrent:
             width = state_size(self.spec.core) * self.spec.core_size
-            state = tf.TensorSpec([None, width], tf.float32, name="state")
-            self.action = tf.function(self._action, input_signature=[obs, state])
-            self.value = tf.function(self._value, input_signature=[obs, state])
+            state = [tf.TensorSpec([None, width], tf.float32, name="state")]
             self.initial_state = tf.function(
                 lambda batch: tf.zeros([batch, width]),
                 input_signature=[tf.TensorSpec([], tf.int32, name="batch")])
         else:
-            self.action = tf.function(self._action, input_signature=[obs])
-            self.value = tf.function(self._value, input_signature=[obs])
+            state = []
+        self.action = tf.function(self._action, input_signature=[obs, *mask, *state])
+        self.value = tf.function(self._value, input_signature=[obs, *state])
 
     def _input(self, obs):
         return obs if self._norm is None else normalize_tf(obs, *self._norm)
@@ -97,11 +107,15 @@ class PolicyModule(tf.Module):
                                      tuple(tf.split(state, k, axis=-1)))
         return x, tf.concat(new, axis=-1)
 
-    def _action(self, obs, state=None):
+    def _action(self, obs, *rest):
+        """obs[, action_mask][, state] -> action[, state]."""
+        s = self._space
+        state = rest[-1] if self.spec.recurrent else None
         p = self.actor_parts
         features, state = self._features(p, "actor", obs, state)
         out = keras_heads.tf_linear(p[names.ACTOR_HEAD], features)
-        s = self._space
+        if s.mask_size:
+            out = tf.where(rest[0] > 0, out, MASKED_LOGIT)
         if s.multi_discrete:
             action = tf.stack([tf.argmax(z, axis=-1, output_type=tf.int32)
                                for z in tf.split(out, list(s.action_nvec), axis=-1)], axis=-1)
@@ -135,19 +149,20 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
             "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),
             "obs_dtype": space.obs_dtype, "action": space.action_kind,
-            "num_actions": space.num_actions, "core": learner.spec.core}
+            "num_actions": space.num_actions, "action_mask": space.mask_size > 0,
+            "core": learner.spec.core}
 
 
 def _signatures(module: PolicyModule) -> dict:
     """serving_default (action) and value, as dicts of named outputs."""
     if not module.spec.recurrent:
-        return {"serving_default": tf.function(lambda obs: {"action": module.action(obs)},
+        return {"serving_default": tf.function(lambda *x: {"action": module.action(*x)},
                                                input_signature=module.action.input_signature),
                 "value": tf.function(lambda obs: {"value": module.value(obs)},
                                      input_signature=module.value.input_signature)}
 
     def named(fn, output):
-        return lambda obs, state: dict(zip((output, "state"), fn(obs, state)))
+        return lambda *x: dict(zip((output, "state"), fn(*x)))
 
     return {"serving_default": tf.function(named(module.action, "action"),
                                            input_signature=module.action.input_signature),

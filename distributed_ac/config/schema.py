@@ -96,6 +96,8 @@ class Config:
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: Literal["tanh", "relu", "elu", "sigmoid", "silu", "swish", "linear"] = "tanh"
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
+    ignore_action_mask: bool = False
+    """Act as if every action were allowed even when the env's Dict observation has an action_mask (a baseline for masking)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
     core: Literal["none", "lstm", "gru"] = "none"

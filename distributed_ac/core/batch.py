@@ -41,6 +41,9 @@ class Batch:
     # ({"actor.core": [h, (c)], "v_target.core": [...]}, arrays [N, H]); None without a core
     starts: np.ndarray | None = None  # [T, N] float32
     core_state: dict | None = None
+    # invalid-action masking: the masks the actions were sampled under, 1 = allowed
+    # (a reset step's all 1); None when the env has no action_mask
+    action_mask: np.ndarray | None = None  # [T, N, num_actions] bool
     # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
     # (normalize_reward; zeros otherwise, which the learner's merge ignores)
     return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
@@ -80,6 +83,8 @@ class Batch:
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             return_moments=merge_all([b.return_moments for b in batches]),
             starts=np.concatenate([b.starts for b in batches], axis=1) if recurrent else None,
+            action_mask=(np.concatenate([b.action_mask for b in batches], axis=1)
+                         if batches[0].action_mask is not None else None),
             core_state=({part: [np.concatenate([b.core_state[part][i] for b in batches])
                                 for i in range(len(arrays_))]
                          for part, arrays_ in batches[0].core_state.items()}

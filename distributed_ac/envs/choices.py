@@ -9,6 +9,12 @@ known optimum so that a learning test can say how close a run came.
   16 * (1/3 + 1/4 + 1/5) / 3 ~ 4.2.
 - MultiBinaryChoice: the same with MultiBinary(4) actions: the target is a random 0/1
   vector, 1/4 paid per matching bit (uniform: 8).
+- MaskedChoice: Discrete(6) actions and a Dict observation {"obs": the target, one-hot,
+  "action_mask"}. Each step 2 of the other 5 actions are not allowed, and they pay
+  the most: 3, against 1 for the target and 0 for any other allowed action. A masked
+  policy's best return is 16 (the target every step); a policy that ignores the mask
+  (the mask is not in "obs") is drawn to the illegal actions (expected 3 x 2/5 = 1.2 a
+  step for a non-target action). `illegal_taken` counts them.
 """
 
 from __future__ import annotations
@@ -54,3 +60,40 @@ class MultiChoice(gym.Env):
 class MultiBinaryChoice(MultiChoice):
     def __init__(self, render_mode: str | None = None):
         super().__init__(binary=True, render_mode=render_mode)
+
+
+class MaskedChoice(gym.Env):
+    metadata = {"render_modes": []}
+    ACTIONS, ILLEGAL = 6, 2
+
+    def __init__(self, render_mode: str | None = None):
+        self.action_space = gym.spaces.Discrete(self.ACTIONS)
+        self.observation_space = gym.spaces.Dict({
+            "obs": gym.spaces.Box(0.0, 1.0, (self.ACTIONS,), np.float32),
+            "action_mask": gym.spaces.Box(0, 1, (self.ACTIONS,), np.int8)})
+        self._target, self._mask, self._t = 0, np.ones(self.ACTIONS, np.int8), 0
+        self.illegal_taken = 0
+
+    def _draw(self):
+        self._target = int(self.np_random.integers(self.ACTIONS))
+        others = [a for a in range(self.ACTIONS) if a != self._target]
+        self._mask = np.ones(self.ACTIONS, np.int8)
+        self._mask[self.np_random.choice(others, self.ILLEGAL, replace=False)] = 0
+        obs = np.zeros(self.ACTIONS, np.float32)
+        obs[self._target] = 1.0
+        return {"obs": obs, "action_mask": self._mask.copy()}
+
+    def reset(self, *, seed: int | None = None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._draw(), {}
+
+    def step(self, action):
+        action = int(action)
+        if not self._mask[action]:
+            self.illegal_taken += 1
+            reward = 3.0
+        else:
+            reward = 1.0 if action == self._target else 0.0
+        self._t += 1
+        return self._draw(), reward, False, self._t >= EPISODE, {}

@@ -38,6 +38,10 @@ class EnvSpace:
     # () for Discrete and Box
     action_nvec: tuple[int, ...] = ()
     action_starts: tuple[int, ...] = ()
+    # Invalid-action masking: a Dict observation of the observation under `obs_key` and
+    # an `action_mask` (1 = allowed) of num_actions entries; mask_size 0 = no mask used
+    mask_size: int = 0
+    obs_key: str = ""
     obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
     obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
 
@@ -53,7 +57,15 @@ class EnvSpace:
     def as_batch(self, obs, n: int) -> np.ndarray:
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of
         obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
+        if self.obs_key:
+            obs = obs[self.obs_key]
         return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
+
+    def action_masks(self, obs, n: int) -> np.ndarray | None:
+        """The `n` observations' action masks [n, mask_size] bool, or None without one."""
+        if not self.mask_size:
+            return None
+        return np.asarray(obs[MASK_KEY]).reshape(n, self.mask_size) > 0
 
     @property
     def multi_discrete(self) -> bool:
@@ -193,9 +205,47 @@ def _preprocessing(env_id: str, p: atari.Preprocess) -> tuple[dict, list]:
     return {}, atari.image_wrappers(p)
 
 
-def space_of(venv: gym.vector.VectorEnv, env: str) -> EnvSpace:
-    """Describe (and check) a vector env's single observation and action spaces."""
+MASK_KEY = "action_mask"
+
+
+def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True) -> EnvSpace:
+    """Describe (and check) a vector env's single observation and action spaces; with
+    use_mask False an action_mask is read past (the policy acts as if every action were
+    allowed)."""
     obs_space, act_space = venv.single_observation_space, venv.single_action_space
+    mask = _split_mask(obs_space, act_space, env)
+    space = _space(mask["obs_space"] if mask else obs_space, act_space, env)
+    if mask is None:
+        return space
+    if mask["size"] != space.num_actions:
+        raise EnvError(f"'{env}' has an action_mask of {mask['size']} entries for "
+                       f"{act_space}, which has {space.num_actions} (one per choice)")
+    return dataclasses.replace(space, obs_key=mask["obs_key"],
+                               mask_size=mask["size"] if use_mask else 0)
+
+
+def _split_mask(obs_space, act_space, env: str) -> dict | None:
+    """{obs_space, obs_key, size} of a Dict observation {<one Box key>, action_mask}
+    (None for any other observation space), checked against the action space."""
+    if not isinstance(obs_space, gym.spaces.Dict) or MASK_KEY not in obs_space.spaces:
+        return None
+    if not isinstance(act_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                  gym.spaces.MultiBinary)):
+        raise EnvError(f"'{env}' has an action_mask, which needs Discrete, MultiDiscrete or "
+                       f"MultiBinary actions; its action space is {act_space}")
+    mask = obs_space.spaces[MASK_KEY]
+    if not isinstance(mask, (gym.spaces.Box, gym.spaces.MultiBinary)) or len(mask.shape) != 1:
+        raise EnvError(f"'{env}' has action_mask space {mask}; it must be a 1-D Box or "
+                       "MultiBinary (1 = allowed)")
+    rest = {k: v for k, v in obs_space.spaces.items() if k != MASK_KEY}
+    if len(rest) != 1 or not isinstance(next(iter(rest.values())), gym.spaces.Box):
+        raise EnvError(f"'{env}' has Dict observations with keys {sorted(rest)} beside "
+                       "action_mask; only one Box key beside it is supported")
+    key = next(iter(rest))
+    return {"obs_space": rest[key], "obs_key": key, "size": int(mask.shape[0])}
+
+
+def _space(obs_space, act_space, env: str) -> EnvSpace:
     if not isinstance(obs_space, gym.spaces.Box):
         raise EnvError(f"'{env}' has observation space {obs_space}; only Box observations are supported")
     obs_dim = int(np.prod(obs_space.shape))
@@ -251,14 +301,15 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
 
 def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
-    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg))
+    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
+                       not cfg.ignore_action_mask)
 
 
 def probe_space(env: str, vectorization: str = "auto",
-                preprocess: atari.Preprocess | None = None) -> EnvSpace:
+                preprocess: atari.Preprocess | None = None, use_mask: bool = True) -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces."""
     venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
     try:
-        return space_of(venv, env)
+        return space_of(venv, env, use_mask)
     finally:
         venv.close()

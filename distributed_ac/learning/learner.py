@@ -56,6 +56,11 @@ def core_states(spec: ModelSpec, batch: Batch) -> list:
 CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
 
 
+def legal_of(space: EnvSpace, batch: Batch) -> list:
+    """The batch's action masks as the step takes them ([] when the env has none)."""
+    return [batch.action_mask] if space.mask_size else []
+
+
 class Versions(tf.Module):
     """The learner's counters as variables, for its checkpoint: applied updates (which
     also set the V_target sync phase), and the policy and V_target versions."""
@@ -112,15 +117,16 @@ class Learner:
         return self.objective.return_stats
 
     def _compile(self, sync: bool):
-        def train_step(obs, actions, per_step, values, return_moments, *states):
+        def train_step(obs, actions, per_step, values, return_moments, *rest):
             rewards, term, trunc, mask, behaviour_logp, *starts = tf.unstack(per_step)
+            legal, states = (rest[0], rest[1:]) if self.space.mask_size else (None, rest)
             seq = None
             if self.spec.recurrent:  # [T, N] rows unrolled from the stored states
                 k = len(states) // 2
                 seq = Sequence(tf.shape(rewards), tuple(states[:k]), tuple(states[k:]),
                                starts[0])
             return self._step_graph(obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                                    values, return_moments, sync=sync, seq=seq)
+                                    values, return_moments, sync=sync, seq=seq, legal=legal)
 
         return tf.function(train_step, input_signature=self._signature(), autograph=False)
 
@@ -142,12 +148,14 @@ class Learner:
         rows = 6 if spec.recurrent else 5
         states = ([tf.TensorSpec([None, spec.core_size], f32)] * 2 * state_size(spec.core)
                   if spec.recurrent else [])
+        legal = ([tf.TensorSpec([T, None, self.space.mask_size], tf.bool)]
+                 if self.space.mask_size else [])
         return [obs, act, tf.TensorSpec([rows, T, None], f32),
-                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *states]
+                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal, *states]
 
     # ---- the compiled step ----------------------------------------------------
     def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                    return_moments, sync=False, seq=None):
+                    return_moments, sync=False, seq=None, legal=None):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
         raw_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
@@ -162,7 +170,7 @@ class Learner:
         lr_actor, lr_critic = self.optimizers.learning_rates()
         update = self._clipped_update if c.policy_loss == "clip" else self._one_step
         metrics, logp, applied = update(flat_obs, actions, rewards, term, trunc, mask,
-                                        behaviour_logp, values, shape, seq)
+                                        behaviour_logp, values, shape, seq, legal)
 
         def after():
             if sync:  # V_target <- V after this update (the variant step() picks when due)
@@ -189,12 +197,13 @@ class Learner:
         return packed, self._actor_tensors(), self._tensors(self.spec.target_parts)
 
     def _one_step(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                  shape, seq=None):
+                  shape, seq=None, legal=None):
         """policy_loss "pg": one gradient step for each network on the whole batch;
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape, seq)
+            logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape, seq,
+                                                      self._flat_legal(legal))
             targets, adv = obj.targets(tf.stop_gradient(logp), behaviour_logp, rewards, values,
                                        term, trunc, mask)
             actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv, mask)
@@ -202,12 +211,12 @@ class Learner:
         del tape
         return {**metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}, logp, applied
 
-    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp, seq=None):
+    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp, seq=None, legal=None):
         """One step of both optimizers on a minibatch of flat samples, with the clipped
         surrogate; returns (metrics as clipped.METRICS orders them, finite)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv), seq)
+            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv), seq, legal)
             actor_total, critic_loss, m = obj.losses(logp, entropy, v, targets, adv, mask,
                                                      old_logp)
         a_norm, c_norm, finite = self.optimizers.apply(tape, actor_total, critic_loss)
@@ -216,15 +225,20 @@ class Learner:
         return tf.stack([tf.cast(m[k], tf.float32) for k in clipped.METRICS]), finite
 
     def _sequence_step(self, obs, actions, targets, adv, mask, old_logp, starts, actor_state,
-                       critic_state):
+                       critic_state, legal=None):
         """_minibatch_step on whole sub-env sequences ([T, n] columns, their core states)."""
         seq = Sequence(tf.shape(adv), actor_state, critic_state, starts)
         flat_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
         flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
-        return self._minibatch_step(flat_obs, flat_actions, targets, adv, mask, old_logp, seq)
+        return self._minibatch_step(flat_obs, flat_actions, targets, adv, mask, old_logp, seq,
+                                    self._flat_legal(legal))
+
+    def _flat_legal(self, legal):
+        """Action masks [T, N, num_actions] -> [T * N, num_actions] (None stays None)."""
+        return None if legal is None else tf.reshape(legal, [-1, self.space.mask_size])
 
     def _clipped_update(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                        values, shape, seq=None):
+                        values, shape, seq=None, legal=None):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
         then the passes of minibatch steps. All or nothing: if any minibatch step was not
         finite, every variable the update moved (weights, Adam's slots and step counts) is
@@ -233,7 +247,7 @@ class Learner:
                  *self.optimizers.variables]
         before = [tf.identity(v) for v in state]
         old_logp, _ = self.objective.policy_terms(self.nets.actor_output(flat_obs, seq), actions,
-                                                  shape)
+                                                  shape, self._flat_legal(legal))
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self.objective.targets(old_logp, behaviour_logp, rewards, values, term,
                                               trunc, mask)
@@ -242,6 +256,8 @@ class Learner:
             columns = dict(obs=tf.reshape(flat_obs, [shape[0], shape[1], *self.space.obs_shape]),
                            actions=actions, targets=targets, adv=adv, mask=mask,
                            old_logp=old_logp, starts=seq.starts)
+            if legal is not None:
+                columns["legal"] = legal
             states = dict(actor_state=seq.actor_state, critic_state=seq.critic_state)
             metrics, finite = clipped.clipped_update_sequences(
                 self._sequence_step, columns, states, c.update_epochs, c.minibatch_size,
@@ -251,6 +267,8 @@ class Learner:
             flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
             columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets),
                            adv=flat(adv), mask=flat(mask), old_logp=flat(old_logp))
+            if legal is not None:
+                columns["legal"] = self._flat_legal(legal)
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
                                                      c.update_epochs, c.minibatch_size,
                                                      self.shuffle_rng)
@@ -284,7 +302,8 @@ class Learner:
         with tf.device(self.device):
             out, actor, target = self._step_fn(sync)(
                 batch.obs, batch.actions, pack_per_step(batch, self.spec.recurrent),
-                batch.values, batch.return_moments, *core_states(self.spec, batch))
+                batch.values, batch.return_moments, *legal_of(self.space, batch),
+                *core_states(self.spec, batch))
         return dict(zip(self._metric_names, out.numpy().tolist())), actor, target, sync
 
     def step(self, batch: Batch) -> dict[str, float]:
@@ -326,9 +345,14 @@ class Learner:
                       rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
                       mask=np.ones((T, 1), f32), behaviour_logp=zeros,
                       values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,
-                      target_version=self.target_version, **self.zero_core_state(1, T))
+                      target_version=self.target_version, **self.zero_core_state(1, T),
+                      action_mask=self.all_allowed(1, T))
         if self._run_step(batch)[0]["applied"]:
             raise RuntimeError("warm-up batch was applied; the non-finite skip must prevent it")
+
+    def all_allowed(self, n: int, T: int) -> np.ndarray | None:
+        """Action masks allowing every action, for synthetic batches (None without masks)."""
+        return np.ones((T, n, self.space.mask_size), bool) if self.space.mask_size else None
 
     def zero_core_state(self, n: int, T: int) -> dict:
         """A recurrent batch's `starts` and `core_state` for n sub-envs that all start an

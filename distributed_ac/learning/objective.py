@@ -10,6 +10,7 @@ import tensorflow as tf
 from distributed_ac.config.schema import Config
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
+from distributed_ac.models.heads import MASKED_LOGIT
 
 REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (VecNormalize's)
 
@@ -20,9 +21,13 @@ class Objective:
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0],
                                       tf.float32)
 
-    def policy_terms(self, actor_out, actions, shape):
+    def policy_terms(self, actor_out, actions, shape, legal=None):
         """log pi(a|s) and entropy, both in `shape`, from the actor's output (logits, or
-        the Gaussian's mean and log std) on the flat observations."""
+        the Gaussian's mean and log std) on the flat observations; `legal` [B, K] bool,
+        the action masks: masked logits are set to MASKED_LOGIT, so the log-softmax and
+        the entropy run over the allowed actions only."""
+        if legal is not None:
+            actor_out = tf.where(legal, actor_out, MASKED_LOGIT)
         if self.space.multi_discrete:
             nvec = self.space.action_nvec
             flat_a = tf.reshape(actions, [-1, len(nvec)])
@@ -39,11 +44,11 @@ class Objective:
             ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
         return tf.reshape(logp, shape), tf.reshape(ent, shape)
 
-    def policy_value_terms(self, flat_obs, actions, shape, seq=None):
+    def policy_value_terms(self, flat_obs, actions, shape, seq=None, legal=None):
         """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared
         encoder; `seq` unrolls a recurrent core (networks.Sequence)."""
         actor_out, v = self.nets.actor_and_value(flat_obs, seq)
-        logp, ent = self.policy_terms(actor_out, actions, shape)
+        logp, ent = self.policy_terms(actor_out, actions, shape, legal)
         return logp, ent, tf.reshape(v, shape)
 
     def scaled_rewards(self, rewards):

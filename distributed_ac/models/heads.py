@@ -21,6 +21,10 @@ from distributed_ac.models.mlp import Dense
 LOG_2 = np.float32(np.log(2.0))
 HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
 TINY = np.float32(1e-12)  # keeps the Gumbel draw's log finite when the uniform is 0
+# A masked (not allowed) action's logit: its exp underflows to exactly 0 in float32 next
+# to any allowed logit, so it is never sampled, and 0 * its log-prob stays 0 in the
+# entropy (-inf would make that NaN)
+MASKED_LOGIT = np.float32(-1e9)
 
 
 def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
@@ -29,6 +33,8 @@ def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
 
 
 class CategoricalHead:
+    mask_bounds = np.zeros(1, np.int64)  # where each component's slice of a mask starts
+
     def __init__(self, action_start: int = 0):
         self.dense = Dense("linear", last_linear=True)
         self.action_start = action_start
@@ -70,6 +76,7 @@ class MultiCategoricalHead(CategoricalHead):
     def __init__(self, nvec: tuple[int, ...], starts: tuple[int, ...]):
         super().__init__()
         self.bounds = np.cumsum((0, *nvec))
+        self.mask_bounds = self.bounds[:-1]
         self.starts = np.asarray(starts, np.int32)
 
     def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):

@@ -5,6 +5,7 @@ step whose mask allows nothing is an env error naming the step; training on the 
 never takes an illegal action."""
 
 import io
+import json
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvStepError
-from distributed_ac.envs.choices import MaskedChoice
+from distributed_ac.envs.choices import MaskedChoice, MaskedMultiChoice
 from distributed_ac.envs.vector import make_vector_env, space_of
 from distributed_ac.models.heads import MultiCategoricalHead
 from distributed_ac.models.spec import ModelSpec
@@ -62,7 +63,7 @@ def test_the_space_splits_the_mask_from_the_observation():
 
 
 def test_workers_never_sample_a_masked_action(trained_policy):
-    _, space, _, policy = trained_policy
+    _, _, _, policy = trained_policy
     rng = np.random.default_rng(0)
     obs = rng.random((4000, 6)).astype(np.float32)
     legal = random_masks(rng, 4000, 6)
@@ -90,7 +91,7 @@ def test_a_multi_discrete_mask_masks_each_components_slice():
 def test_the_learners_log_probs_and_entropy_run_over_allowed_actions_only(trained_policy):
     import tensorflow as tf
 
-    _, space, learner, _ = trained_policy
+    _, _, learner, _ = trained_policy
     rng = np.random.default_rng(2)
     logits = (2 * rng.standard_normal((64, 6))).astype(np.float32)
     legal = random_masks(rng, 64, 6)
@@ -165,7 +166,7 @@ def illegal_rate(run_dir, episodes: int = 30) -> tuple[float, float]:
     with the mask applied exactly as the run applied it."""
     from distributed_ac.commands.evaluate import load_trained
 
-    cfg, space, learner, _ = load_trained(run_dir)
+    _, space, learner, _ = load_trained(run_dir)
     policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     env, rng, total, steps = MaskedChoice(), np.random.default_rng(0), 0.0, 0
@@ -211,7 +212,7 @@ def test_the_exported_model_takes_the_mask_and_never_chooses_a_masked_action(mas
     got = np.load(tmp_path / "out.npz")
     assert legal[np.arange(500), got["action"]].all()
     np.testing.assert_array_equal(got["served"], got["action"])
-    cfg, space, learner, _ = load_trained(path)
+    _, space, learner, _ = load_trained(path)
     policy = Policy(space, learner.spec)
     policy.load(learner.weights())
     _, want, _ = policy.act(obs, rng, deterministic=True, legal=legal)
@@ -229,3 +230,45 @@ def test_a_recurrent_masked_policy_trains_with_sequence_minibatches(tmp_path):
     summary = train(cfg, run_dir=tmp_path / "run",
                     progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
     assert summary["updates"] == 6 and summary["skipped_updates"] == 0
+
+
+MASKED_MULTI = "distributed_ac.envs.choices:MaskedMultiChoice"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_mask_multi_discrete_and_a_core_compose_on_local_ray_then_evaluate_and_export(
+        mode, tmp_path, capsys):
+    """A GRU policy over MultiDiscrete actions with a mask, trained by `dac train` on an
+    embedded local Ray (2 workers, pinned), then `dac evaluate` and `dac export`: the
+    exported model, stepped with its state, never chooses a masked component."""
+    import tensorflow as tf
+
+    from distributed_ac.commands import main as cli
+
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--env", MASKED_MULTI,
+                          "--mode", mode, "--num-workers", "2", "--num-envs", "8",
+                          "--rollout-length", "8", "--core", "gru", "--core-size", "16",
+                          "--hidden-sizes", "16", "--policy-loss", "clip",
+                          "--update-epochs", "2", "--minibatch-size", "32",
+                          "--total-env-steps", str(8 * 8 * 6), "--run-dir", str(run_dir)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["updates"] >= 5 and summary["core"] == "gru" and summary["workers"] == 2
+    assert cli.main(["evaluate", str(run_dir), "--episodes", "3"]) == 0
+    assert cli.main(["export", str(run_dir), "--out", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    model = tf.saved_model.load(str(tmp_path / "m"))
+    env = MaskedMultiChoice()
+    obs, _ = env.reset(seed=0)
+    state = model.initial_state(tf.constant(1))
+    for _ in range(40):
+        mask = obs["action_mask"][None].astype(np.float32)
+        action, state = model.action(obs["obs"][None], mask, state)
+        assert action.shape == (1, 3)
+        obs, _, term, trunc, _ = env.step(action.numpy()[0])
+        if term or trunc:
+            obs, _ = env.reset()
+            state = model.initial_state(tf.constant(1))
+    assert env.illegal_taken == 0

@@ -15,6 +15,9 @@ known optimum so that a learning test can say how close a run came.
   policy's best return is 16 (the target every step); a policy that ignores the mask
   (the mask is not in "obs") is drawn to the illegal actions (expected 3 x 2/5 = 1.2 a
   step for a non-target action). `illegal_taken` counts them.
+- MaskedMultiChoice: MultiChoice's MultiDiscrete([3, 4, 5]) with a Dict observation
+  {"obs", "action_mask"}: each step one non-target choice of every component is not
+  allowed and pays 2/3 (the target 1/3). Masked optimum 16.
 """
 
 from __future__ import annotations
@@ -97,3 +100,31 @@ class MaskedChoice(gym.Env):
             reward = 1.0 if action == self._target else 0.0
         self._t += 1
         return self._draw(), reward, False, self._t >= EPISODE, {}
+
+
+class MaskedMultiChoice(MultiChoice):
+    def __init__(self, render_mode: str | None = None):
+        super().__init__()
+        size = int(self.nvec.sum())
+        self.observation_space = gym.spaces.Dict({
+            "obs": gym.spaces.Box(0.0, 1.0, (size,), np.float32),
+            "action_mask": gym.spaces.Box(0, 1, (size,), np.int8)})
+        self._offsets = np.cumsum(np.r_[0, self.nvec[:-1]])
+        self._illegal = np.zeros(len(self.nvec), np.int64)
+        self.illegal_taken = 0
+
+    def _observe(self):
+        # each component's illegal choice: a random one of the non-target choices
+        shift = self.np_random.integers(1, self.nvec)
+        self._illegal = (self._target + shift) % self.nvec
+        mask = np.ones(int(self.nvec.sum()), np.int8)
+        mask[self._offsets + self._illegal] = 0
+        return {"obs": super()._observe(), "action_mask": mask}
+
+    def step(self, action):
+        action = np.asarray(action)
+        illegal = action == self._illegal
+        self.illegal_taken += int(illegal.sum())
+        reward = float(np.mean(np.where(illegal, 2.0, (action == self._target) * 1.0)))
+        obs, _, term, trunc, info = super().step(action)
+        return obs, reward, term, trunc, info

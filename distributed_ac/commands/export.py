@@ -4,6 +4,10 @@
     m.action(obs)   # obs [B, obs_dim] float32 -> [B] int64 (Discrete) or [B, A] float32 (Box)
     m.value(obs)    # obs [B, obs_dim] float32 -> [B] float32, the critic V(obs)
 
+A Dict (or Tuple) observation of vector entries is taken as a dict keyed by the
+entries' keys (a Tuple's by "0", "1", ...): a Box entry flattened to float32 [B, size],
+a Discrete entry as int64 [B], a MultiBinary entry as float32 [B, size].
+
 MultiDiscrete (and MultiBinary) actions come as [B, components] int32. An env whose
 Dict observation has an action_mask takes the observation's other key as `obs` and the
 mask as a second argument, float32 [B, num_actions] (1 = allowed); a masked action is
@@ -80,7 +84,8 @@ class PolicyModule(tf.Module):
         # normalize_obs: the statistics as constants of the graph, so it takes raw observations
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
-        obs = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs")
+        obs = (_entry_specs(space.obs_entries) if space.obs_entries else
+               tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs"))
         # an action mask (1 = allowed) as float32, whatever integer or bool type the env used
         mask = ([tf.TensorSpec([None, space.mask_size], tf.float32, name="action_mask")]
                 if space.mask_size else [])
@@ -96,6 +101,8 @@ class PolicyModule(tf.Module):
         self.value = tf.function(self._value, input_signature=[obs, *state])
 
     def _input(self, obs):
+        if self._space.obs_entries:
+            obs = _as_vector_tf(obs, self._space.obs_entries)
         return obs if self._norm is None else normalize_tf(obs, *self._norm)
 
     def _features(self, parts: dict, network: str, obs, state):
@@ -132,6 +139,21 @@ class PolicyModule(tf.Module):
         features, state = self._features(p, "critic", obs, state)
         value = keras_heads.tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
         return value if state is None else (value, state)
+
+
+def _entry_specs(entries) -> dict:
+    """A Dict (or Tuple) observation's entries as named inputs, batched: a Box flattened
+    to float32 [B, size], a Discrete as int64 [B], a MultiBinary as float32 [B, size]."""
+    return {str(e.key): (tf.TensorSpec([None], tf.int64, name=str(e.key)) if e.kind == "discrete"
+                         else tf.TensorSpec([None, e.size], tf.float32, name=str(e.key)))
+            for e in entries}
+
+
+def _as_vector_tf(obs: dict, entries):
+    """envs/structured.as_vector in TF: the entries one-hot or as floats, concatenated."""
+    parts = [tf.one_hot(obs[str(e.key)] - e.start, e.size) if e.kind == "discrete"
+             else obs[str(e.key)] for e in entries]
+    return tf.concat(parts, axis=1)
 
 
 def export(run_dir: str | Path, out: str | Path) -> dict:

@@ -15,6 +15,10 @@ known optimum so that a learning test can say how close a run came.
   policy's best return is 16 (the target every step); a policy that ignores the mask
   (the mask is not in "obs") is drawn to the illegal actions (expected 3 x 2/5 = 1.2 a
   step for a non-target action). `illegal_taken` counts them.
+- DictChoice: a Dict observation {"target": Discrete(4), "upper": MultiBinary(1)} and
+  Discrete(8) actions: 1 for naming the target among the upper four actions when
+  "upper" is set, among the lower four when not (action target + 4 x upper). A policy
+  that reads only "target" scores 8 at best, only "upper" 4. Optimum 16.
 - MaskedMultiChoice: MultiChoice's MultiDiscrete([3, 4, 5]) with a Dict observation
   {"obs", "action_mask"}: each step one non-target choice of every component is not
   allowed and pays 2/3 (the target 1/3). Masked optimum 16.
@@ -128,3 +132,28 @@ class MaskedMultiChoice(MultiChoice):
         reward = float(np.mean(np.where(illegal, 2.0, (action == self._target) * 1.0)))
         obs, _, term, trunc, info = super().step(action)
         return obs, reward, term, trunc, info
+
+
+class DictChoice(gym.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, render_mode: str | None = None):
+        self.action_space = gym.spaces.Discrete(8)
+        self.observation_space = gym.spaces.Dict({"target": gym.spaces.Discrete(4),
+                                                  "upper": gym.spaces.MultiBinary(1)})
+        self._obs, self._t = {}, 0
+
+    def _draw(self):
+        self._obs = {"target": int(self.np_random.integers(4)),
+                     "upper": self.np_random.integers(0, 2, 1).astype(np.int8)}
+        return self._obs
+
+    def reset(self, *, seed: int | None = None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._draw(), {}
+
+    def step(self, action):
+        right = self._obs["target"] + 4 * int(self._obs["upper"][0])
+        self._t += 1
+        return self._draw(), float(int(action) == right), False, self._t >= EPISODE, {}

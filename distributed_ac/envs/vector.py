@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from distributed_ac.core.errors import BadInput, EnvError
-from distributed_ac.envs import atari
+from distributed_ac.envs import atari, structured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +38,12 @@ class EnvSpace:
     # () for Discrete and Box
     action_nvec: tuple[int, ...] = ()
     action_starts: tuple[int, ...] = ()
-    # Invalid-action masking: a Dict observation of the observation under `obs_key` and
-    # an `action_mask` (1 = allowed) of num_actions entries; mask_size 0 = no mask used
+    # Dict and Tuple observations (envs/structured.py): the one entry read as it is, or
+    # the entries concatenated into one vector; an `action_mask` (1 = allowed) of
+    # num_actions entries, mask_size 0 = no mask used
     mask_size: int = 0
-    obs_key: str = ""
+    obs_key: str | int | None = None
+    obs_entries: tuple[structured.Entry, ...] = ()
     obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
     obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
 
@@ -57,7 +59,9 @@ class EnvSpace:
     def as_batch(self, obs, n: int) -> np.ndarray:
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of
         obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
-        if self.obs_key:
+        if self.obs_entries:
+            return structured.as_vector(obs, self.obs_entries, n)
+        if self.obs_key is not None:
             obs = obs[self.obs_key]
         return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
 
@@ -65,7 +69,7 @@ class EnvSpace:
         """The `n` observations' action masks [n, mask_size] bool, or None without one."""
         if not self.mask_size:
             return None
-        return np.asarray(obs[MASK_KEY]).reshape(n, self.mask_size) > 0
+        return np.asarray(obs[structured.MASK_KEY]).reshape(n, self.mask_size) > 0
 
     @property
     def multi_discrete(self) -> bool:
@@ -205,49 +209,25 @@ def _preprocessing(env_id: str, p: atari.Preprocess) -> tuple[dict, list]:
     return {}, atari.image_wrappers(p)
 
 
-MASK_KEY = "action_mask"
-
-
 def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True) -> EnvSpace:
     """Describe (and check) a vector env's single observation and action spaces; with
     use_mask False an action_mask is read past (the policy acts as if every action were
     allowed)."""
     obs_space, act_space = venv.single_observation_space, venv.single_action_space
-    mask = _split_mask(obs_space, act_space, env)
-    space = _space(mask["obs_space"] if mask else obs_space, act_space, env)
-    if mask is None:
+    parts = structured.split(obs_space, act_space, env)
+    space = _space(parts.obs_space if parts else obs_space, act_space, env)
+    if parts is None:
         return space
-    if mask["size"] != space.num_actions:
-        raise EnvError(f"'{env}' has an action_mask of {mask['size']} entries for "
+    if parts.mask_size and parts.mask_size != space.num_actions:
+        raise EnvError(f"'{env}' has an action_mask of {parts.mask_size} entries for "
                        f"{act_space}, which has {space.num_actions} (one per choice)")
-    return dataclasses.replace(space, obs_key=mask["obs_key"],
-                               mask_size=mask["size"] if use_mask else 0)
-
-
-def _split_mask(obs_space, act_space, env: str) -> dict | None:
-    """{obs_space, obs_key, size} of a Dict observation {<one Box key>, action_mask}
-    (None for any other observation space), checked against the action space."""
-    if not isinstance(obs_space, gym.spaces.Dict) or MASK_KEY not in obs_space.spaces:
-        return None
-    if not isinstance(act_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                                  gym.spaces.MultiBinary)):
-        raise EnvError(f"'{env}' has an action_mask, which needs Discrete, MultiDiscrete or "
-                       f"MultiBinary actions; its action space is {act_space}")
-    mask = obs_space.spaces[MASK_KEY]
-    if not isinstance(mask, (gym.spaces.Box, gym.spaces.MultiBinary)) or len(mask.shape) != 1:
-        raise EnvError(f"'{env}' has action_mask space {mask}; it must be a 1-D Box or "
-                       "MultiBinary (1 = allowed)")
-    rest = {k: v for k, v in obs_space.spaces.items() if k != MASK_KEY}
-    if len(rest) != 1 or not isinstance(next(iter(rest.values())), gym.spaces.Box):
-        raise EnvError(f"'{env}' has Dict observations with keys {sorted(rest)} beside "
-                       "action_mask; only one Box key beside it is supported")
-    key = next(iter(rest))
-    return {"obs_space": rest[key], "obs_key": key, "size": int(mask.shape[0])}
+    return dataclasses.replace(space, obs_key=parts.obs_key, obs_entries=parts.entries,
+                               mask_size=parts.mask_size if use_mask else 0)
 
 
 def _space(obs_space, act_space, env: str) -> EnvSpace:
     if not isinstance(obs_space, gym.spaces.Box):
-        raise EnvError(f"'{env}' has observation space {obs_space}; only Box observations are supported")
+        raise EnvError(f"'{env}' has observation space {obs_space}; only Box, Dict and Tuple observations are supported")
     obs_dim = int(np.prod(obs_space.shape))
     obs = _obs_fields(obs_space)
     if isinstance(act_space, gym.spaces.Discrete):

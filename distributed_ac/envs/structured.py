@@ -1,0 +1,93 @@
+"""Dict and Tuple observations: which entry is the action mask, and what the networks read.
+
+- {<one Box>, "action_mask"}: the Box is the observation, whatever its rank (an image
+  stays an image, uint8 stays uint8); the mask goes to the policy, not the networks.
+- Any other Dict (or Tuple) of vector entries, with or without an action_mask: the
+  entries, in the space's order, become one float32 vector: a Box flattened, a Discrete one-hot,
+  a MultiBinary as its 0/1 entries. Observation normalisation keeps statistics per
+  element, so each entry is normalised by its own.
+- An image (rank-3 Box) beside other entries, and nested Dicts, are refused in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+
+from distributed_ac.core.errors import EnvError
+
+MASK_KEY = "action_mask"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    key: str | int  # the Dict key, or the Tuple index
+    kind: str  # box, discrete or binary
+    size: int  # its width in the vector
+    start: int = 0  # Discrete(n, start)
+
+
+@dataclasses.dataclass(frozen=True)
+class Structured:
+    obs_space: gym.spaces.Box  # what the networks read, as a Box
+    obs_key: str | int | None = None  # the one entry read as it is
+    entries: tuple[Entry, ...] = ()  # else: the entries concatenated into one vector
+    mask_size: int = 0
+
+
+def split(obs_space, act_space, env: str) -> Structured | None:
+    """How a Dict or Tuple observation space is read (None for any other space)."""
+    if isinstance(obs_space, gym.spaces.Tuple):
+        items = list(enumerate(obs_space.spaces))
+    elif isinstance(obs_space, gym.spaces.Dict):
+        items = list(obs_space.spaces.items())
+    else:
+        return None
+    mask = dict(items).get(MASK_KEY) if isinstance(obs_space, gym.spaces.Dict) else None
+    mask_size = _mask_size(mask, act_space, env) if mask is not None else 0
+    rest = [(k, v) for k, v in items if k != MASK_KEY]
+    if len(rest) == 1 and isinstance(rest[0][1], gym.spaces.Box):
+        return Structured(rest[0][1], obs_key=rest[0][0], mask_size=mask_size)
+    entries = tuple(_entry(k, v, env) for k, v in rest)
+    width = sum(e.size for e in entries)
+    box = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+    return Structured(box, entries=entries, mask_size=mask_size)
+
+
+def _mask_size(mask, act_space, env: str) -> int:
+    if not isinstance(act_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                  gym.spaces.MultiBinary)):
+        raise EnvError(f"'{env}' has an action_mask, which needs Discrete, MultiDiscrete or "
+                       f"MultiBinary actions; its action space is {act_space}")
+    if not isinstance(mask, (gym.spaces.Box, gym.spaces.MultiBinary)) or len(mask.shape) != 1:
+        raise EnvError(f"'{env}' has action_mask space {mask}; it must be a 1-D Box or "
+                       "MultiBinary (1 = allowed)")
+    return int(mask.shape[0])
+
+
+def _entry(key, space, env: str) -> Entry:
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:
+        raise EnvError(f"'{env}' has an image entry '{key}' beside other observation entries; "
+                       "an image is supported alone (with an action_mask at most)")
+    if isinstance(space, gym.spaces.Box):
+        return Entry(key, "box", int(np.prod(space.shape)))
+    if isinstance(space, gym.spaces.Discrete):
+        return Entry(key, "discrete", int(space.n), int(space.start))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return Entry(key, "binary", int(np.prod(space.shape)))
+    raise EnvError(f"'{env}' has observation entry '{key}' of space {space}; entries may be "
+                   "Box, Discrete or MultiBinary")
+
+
+def as_vector(obs, entries: tuple[Entry, ...], n: int) -> np.ndarray:
+    """n observations' entries as one float32 [n, width] vector, in the entries' order."""
+    parts = []
+    for e in entries:
+        x = np.asarray(obs[e.key])
+        if e.kind == "discrete":
+            parts.append(np.eye(e.size, dtype=np.float32)[x.reshape(n) - e.start])
+        else:
+            parts.append(x.reshape(n, e.size).astype(np.float32))
+    return np.concatenate(parts, axis=1)

@@ -62,6 +62,18 @@ def test_the_space_splits_the_mask_from_the_observation():
     assert (ignored.obs_key, ignored.mask_size) == ("obs", 0)
 
 
+def test_the_networks_read_the_mask_only_when_asked():
+    venv = make_vector_env(MASKED, 2)
+    obs, _ = venv.reset(seed=0)
+    space = space_of(venv, MASKED, observe_mask=True)
+    assert space.mask_size == 6 and space.obs_shape == (12,)  # still applied, and read
+    x = space.as_batch(obs, 2)
+    keys = [e.key for e in space.obs_entries]
+    mask_at = 6 * keys.index("action_mask")
+    np.testing.assert_array_equal(x[:, mask_at:mask_at + 6], obs["action_mask"])
+    assert space_of(venv, MASKED).obs_shape == (6,)
+
+
 def test_workers_never_sample_a_masked_action(trained_policy):
     _, _, _, policy = trained_policy
     rng = np.random.default_rng(0)

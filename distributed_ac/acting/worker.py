@@ -18,8 +18,8 @@ from distributed_ac.core.errors import EnvStepError, NonFiniteError
 from distributed_ac.core.normalization import moments
 from distributed_ac.envs import atari
 from distributed_ac.envs.vector import (
+    configured_space,
     resolve_env_id,
-    space_of,
     sub_env_of,
     vector_env_for,
 )
@@ -72,7 +72,7 @@ class RolloutWorker:
         # ALE envs learn from lives and clipped rewards but report whole games' raw
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
-        self.space = space_of(self.envs, cfg.env, not cfg.ignore_action_mask)
+        self.space = configured_space(self.envs, cfg)
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
         # Distinct, reproducible streams per worker: env seeds and action sampling.
         seed = cfg.seed + 10_007 * worker_id

@@ -98,6 +98,8 @@ class Config:
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
     ignore_action_mask: bool = False
     """Act as if every action were allowed even when the env's Dict observation has an action_mask (a baseline for masking)."""
+    observe_action_mask: bool = False
+    """Also feed the action_mask to the networks, as 0/1 entries of the observation (it is always applied to the actions unless ignored)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
     core: Literal["none", "lstm", "gru"] = "none"

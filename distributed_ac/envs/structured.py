@@ -7,6 +7,8 @@
   a MultiBinary as its 0/1 entries. Observation normalisation keeps statistics per
   element, so each entry is normalised by its own.
 - An image (rank-3 Box) beside other entries, and nested Dicts, are refused in one line.
+- observe_action_mask: the mask is also one of the entries (0/1), and so cannot go
+  with an image.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ class Structured:
     mask_size: int = 0
 
 
-def split(obs_space, act_space, env: str) -> Structured | None:
-    """How a Dict or Tuple observation space is read (None for any other space)."""
+def split(obs_space, act_space, env: str, observe_mask: bool = False) -> Structured | None:
+    """How a Dict or Tuple observation space is read (None for any other space);
+    observe_mask: the action_mask is also an entry the networks read."""
     if isinstance(obs_space, gym.spaces.Tuple):
         items = list(enumerate(obs_space.spaces))
     elif isinstance(obs_space, gym.spaces.Dict):
@@ -47,7 +50,7 @@ def split(obs_space, act_space, env: str) -> Structured | None:
         return None
     mask = dict(items).get(MASK_KEY) if isinstance(obs_space, gym.spaces.Dict) else None
     mask_size = _mask_size(mask, act_space, env) if mask is not None else 0
-    rest = [(k, v) for k, v in items if k != MASK_KEY]
+    rest = [(k, v) for k, v in items if k != MASK_KEY or observe_mask]
     if len(rest) == 1 and isinstance(rest[0][1], gym.spaces.Box):
         return Structured(rest[0][1], obs_key=rest[0][0], mask_size=mask_size)
     entries = tuple(_entry(k, v, env) for k, v in rest)

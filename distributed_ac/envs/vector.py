@@ -209,12 +209,13 @@ def _preprocessing(env_id: str, p: atari.Preprocess) -> tuple[dict, list]:
     return {}, atari.image_wrappers(p)
 
 
-def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True) -> EnvSpace:
+def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
+             observe_mask: bool = False) -> EnvSpace:
     """Describe (and check) a vector env's single observation and action spaces; with
     use_mask False an action_mask is read past (the policy acts as if every action were
-    allowed)."""
+    allowed); with observe_mask the networks read it too, as observation entries."""
     obs_space, act_space = venv.single_observation_space, venv.single_action_space
-    parts = structured.split(obs_space, act_space, env)
+    parts = structured.split(obs_space, act_space, env, observe_mask)
     space = _space(parts.obs_space if parts else obs_space, act_space, env)
     if parts is None:
         return space
@@ -281,15 +282,24 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
 
 def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
-    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
-                       not cfg.ignore_action_mask)
+    venv = make_vector_env(cfg.env, 1, "sync" if cfg.vectorization == "async"
+                           else cfg.vectorization, atari.Preprocess.of(cfg))
+    try:
+        return configured_space(venv, cfg)
+    finally:
+        venv.close()
+
+
+def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
+    """space_of with a Config's action-mask settings."""
+    return space_of(venv, cfg.env, not cfg.ignore_action_mask, cfg.observe_action_mask)
 
 
 def probe_space(env: str, vectorization: str = "auto",
-                preprocess: atari.Preprocess | None = None, use_mask: bool = True) -> EnvSpace:
+                preprocess: atari.Preprocess | None = None) -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces."""
     venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
     try:
-        return space_of(venv, env, use_mask)
+        return space_of(venv, env)
     finally:
         venv.close()

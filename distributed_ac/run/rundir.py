@@ -27,7 +27,8 @@ from distributed_ac.config.schema import Config, dump_yaml, load_yaml
 from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
-NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size")
+NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size",
+                  "observe_action_mask")  # the last sets the networks' input width
 
 
 

@@ -40,12 +40,13 @@ class MultiChoice(gym.Env):
         self.action_space = (gym.spaces.MultiBinary(4) if binary
                              else gym.spaces.MultiDiscrete(self.nvec))
         self.observation_space = gym.spaces.Box(0.0, 1.0, (int(self.nvec.sum()),), np.float32)
+        self._offsets = np.cumsum(np.r_[0, self.nvec[:-1]])  # each component's first entry
         self._target = np.zeros(len(self.nvec), np.int64)
         self._t = 0
 
     def _observe(self) -> np.ndarray:
         obs = np.zeros(int(self.nvec.sum()), np.float32)
-        obs[np.cumsum(np.r_[0, self.nvec[:-1]]) + self._target] = 1.0
+        obs[self._offsets + self._target] = 1.0
         return obs
 
     def reset(self, *, seed: int | None = None, options=None):
@@ -113,7 +114,6 @@ class MaskedMultiChoice(MultiChoice):
         self.observation_space = gym.spaces.Dict({
             "obs": gym.spaces.Box(0.0, 1.0, (size,), np.float32),
             "action_mask": gym.spaces.Box(0, 1, (size,), np.int8)})
-        self._offsets = np.cumsum(np.r_[0, self.nvec[:-1]])
         self._illegal = np.zeros(len(self.nvec), np.int64)
         self.illegal_taken = 0
 

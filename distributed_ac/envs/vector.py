@@ -282,12 +282,8 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
 
 def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
-    venv = make_vector_env(cfg.env, 1, "sync" if cfg.vectorization == "async"
-                           else cfg.vectorization, atari.Preprocess.of(cfg))
-    try:
-        return configured_space(venv, cfg)
-    finally:
-        venv.close()
+    return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
+                       not cfg.ignore_action_mask, cfg.observe_action_mask)
 
 
 def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
@@ -296,10 +292,11 @@ def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
 
 
 def probe_space(env: str, vectorization: str = "auto",
-                preprocess: atari.Preprocess | None = None) -> EnvSpace:
-    """Make a one-env vector env just long enough to read its spaces."""
+                preprocess: atari.Preprocess | None = None, use_mask: bool = True,
+                observe_mask: bool = False) -> EnvSpace:
+    """Make a one-env vector env just long enough to read its spaces (space_of)."""
     venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
     try:
-        return space_of(venv, env)
+        return space_of(venv, env, use_mask, observe_mask)
     finally:
         venv.close()

@@ -246,8 +246,9 @@ class Learner:
         state = [*self.nets.actor_variables, *self.nets.critic_variables,
                  *self.optimizers.variables]
         before = [tf.identity(v) for v in state]
+        flat_legal = self._flat_legal(legal)
         old_logp, _ = self.objective.policy_terms(self.nets.actor_output(flat_obs, seq), actions,
-                                                  shape, self._flat_legal(legal))
+                                                  shape, flat_legal)
         old_logp = tf.stop_gradient(old_logp)
         targets, adv = self.objective.targets(old_logp, behaviour_logp, rewards, values, term,
                                               trunc, mask)
@@ -268,7 +269,7 @@ class Learner:
             columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets),
                            adv=flat(adv), mask=flat(mask), old_logp=flat(old_logp))
             if legal is not None:
-                columns["legal"] = self._flat_legal(legal)
+                columns["legal"] = flat_legal
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
                                                      c.update_epochs, c.minibatch_size,
                                                      self.shuffle_rng)

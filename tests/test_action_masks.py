@@ -17,7 +17,7 @@ from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvStepError
-from distributed_ac.envs.choices import MaskedChoice, MaskedMultiChoice
+from distributed_ac.envs.choices import MaskedChoice, MaskedImageMultiChoice
 from distributed_ac.envs.vector import make_vector_env, space_of
 from distributed_ac.models.heads import MultiCategoricalHead
 from distributed_ac.models.spec import ModelSpec
@@ -244,15 +244,16 @@ def test_a_recurrent_masked_policy_trains_with_sequence_minibatches(tmp_path):
     assert summary["updates"] == 6 and summary["skipped_updates"] == 0
 
 
-MASKED_MULTI = "distributed_ac.envs.choices:MaskedMultiChoice"
+MASKED_MULTI = "distributed_ac.envs.choices:MaskedImageMultiChoice"
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_mask_multi_discrete_and_a_core_compose_on_local_ray_then_evaluate_and_export(
+def test_mask_multi_discrete_a_mixed_dict_and_a_core_compose_on_local_ray(
         mode, tmp_path, capsys):
-    """A GRU policy over MultiDiscrete actions with a mask, trained by `dac train` on an
-    embedded local Ray (2 workers, pinned), then `dac evaluate` and `dac export`: the
-    exported model, stepped with its state, never chooses a masked component."""
+    """A GRU policy over a Dict of an image and a vector, with a mask, over MultiDiscrete
+    actions, trained by `dac train` on an embedded local Ray (2 workers, pinned), then
+    `dac evaluate` and `dac export`: the exported model takes the Dict and the mask, and,
+    stepped with its state, never chooses a masked component."""
     import tensorflow as tf
 
     from distributed_ac.commands import main as cli
@@ -272,12 +273,13 @@ def test_mask_multi_discrete_and_a_core_compose_on_local_ray_then_evaluate_and_e
     assert cli.main(["export", str(run_dir), "--out", str(tmp_path / "m")]) == 0
     capsys.readouterr()
     model = tf.saved_model.load(str(tmp_path / "m"))
-    env = MaskedMultiChoice()
+    env = MaskedImageMultiChoice()
     obs, _ = env.reset(seed=0)
     state = model.initial_state(tf.constant(1))
     for _ in range(40):
         mask = obs["action_mask"][None].astype(np.float32)
-        action, state = model.action(obs["obs"][None], mask, state)
+        action, state = model.action({"image": obs["image"][None], "obs": obs["obs"][None]},
+                                     mask, state)
         assert action.shape == (1, 3)
         obs, _, term, trunc, _ = env.step(action.numpy()[0])
         if term or trunc:

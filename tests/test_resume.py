@@ -144,9 +144,10 @@ def test_resume_is_bit_exact_with_the_clipped_objective_and_normalisation_too(tm
 @pytest.mark.parametrize("extra", [dict(core="lstm", core_size=8),
                                    dict(core="gru", core_size=8, policy_loss="clip",
                                         update_epochs=2, minibatch_size=16, topology="shared"),
-                                   dict(env="distributed_ac.envs.choices:MaskedMultiChoice",
+                                   dict(env="distributed_ac.envs.choices:MaskedImageMultiChoice",
                                         core="gru", core_size=8, policy_loss="clip",
-                                        update_epochs=2, minibatch_size=16)])
+                                        update_epochs=2, minibatch_size=16,
+                                        normalize_obs=True)])
 def test_resume_is_bit_exact_with_a_recurrent_core(tmp_path, extra):
     """The workers' core states are saved beside the replayed actions (a replay rebuilds
     the envs, not the state, which took every past version's weights)."""

@@ -12,18 +12,22 @@ import numpy as np
 
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.normalization import normalize_np
+from distributed_ac.core.obs import leading, tree_map
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.models import spec as parts
 from distributed_ac.models.cnn import CNNEncoder
 from distributed_ac.models.cores import RecurrentCore
 from distributed_ac.models.heads import MASKED_LOGIT, ValueHead, action_head
+from distributed_ac.models.mixed import MixedEncoder
 from distributed_ac.models.mlp import MLPEncoder
-from distributed_ac.models.spec import ModelSpec
+from distributed_ac.models.spec import IMAGE, VECTOR, ModelSpec
 
 VALUE_BLOCK = 1024  # rows per block of Policy.value
 
 
 def numpy_encoder(spec: ModelSpec):
+    if spec.mixed:
+        return MixedEncoder(spec.encoder, spec.activation)
     return MLPEncoder(spec.activation) if spec.encoder == "mlp" else CNNEncoder(spec.encoder)
 
 
@@ -66,19 +70,29 @@ class Policy:
         self._obs_norm = None if norm is None else (np.asarray(norm[0], np.float32),
                                                     np.asarray(norm[1], np.float32))
 
-    def _input(self, obs: np.ndarray) -> np.ndarray:
-        """Observations as both networks take them (normalised with normalize_obs)."""
-        if self._obs_norm is None:
-            return obs
-        return normalize_np(obs, *self._obs_norm, self.spec.obs_clip)
+    def _input(self, obs):
+        """Observations as both networks take them (normalised with normalize_obs); a
+        mixed observation's dict as {IMAGE: the image, VECTOR: the vector entries
+        concatenated in the space's order}."""
+        if self.spec.mixed:
+            vector = np.concatenate([obs[str(e.key)] for e in self.space.obs_entries], axis=-1)
+            return {IMAGE: obs[str(self.space.obs_key)], VECTOR: self._normalized(vector)}
+        return self._normalized(obs)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
+    def _normalized(self, x: np.ndarray) -> np.ndarray:
+        if self._obs_norm is None:
+            return x
+        return normalize_np(x, *self._obs_norm, self.spec.obs_clip)
+
+    def value(self, obs) -> np.ndarray:
         """V_target(obs) for obs [B, *obs_shape] -> [B], in blocks of VALUE_BLOCK rows
         (a block's activations stay in cache; one pass over 17k rows ran at half speed)."""
-        out = np.empty(len(obs), np.float32)
-        obs = self._input(obs)
-        for i in range(0, len(obs), VALUE_BLOCK):
-            out[i:i + VALUE_BLOCK] = self.value_head(self.target_encoder(obs[i:i + VALUE_BLOCK]))
+        rows = leading(obs)[0]
+        out = np.empty(rows, np.float32)
+        x = self._input(obs)
+        for i in range(0, rows, VALUE_BLOCK):
+            block = tree_map(lambda a: a[i:i + VALUE_BLOCK], x)
+            out[i:i + VALUE_BLOCK] = self.value_head(self.target_encoder(block))
         return out
 
     def rollout_values(self, obs: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -86,14 +100,15 @@ class Policy:
         bootstrap), the core unrolled from its state with `starts` [T + 1, N]; the state
         advances by T steps (the bootstrap step is the next rollout's first). [T + 1, N]."""
         steps, n = starts.shape
+        obs = tree_map(lambda a: a.reshape(steps * n, *a.shape[2:]), obs)
         if not self.cores:
-            return self.value(obs.reshape(steps * n, *self.space.obs_shape)).reshape(steps, n)
-        x = self._input(obs.reshape(steps * n, *self.space.obs_shape))
+            return self.value(obs).reshape(steps, n)
+        x, rows = self._input(obs), steps * n
         features = None
-        for i in range(0, len(x), VALUE_BLOCK):  # the encoder returns a reused buffer: copy
-            block = self.target_encoder(x[i:i + VALUE_BLOCK])
+        for i in range(0, rows, VALUE_BLOCK):  # the encoder returns a reused buffer: copy
+            block = self.target_encoder(tree_map(lambda a: a[i:i + VALUE_BLOCK], x))
             if features is None:
-                features = np.empty((len(x), block.shape[1]), np.float32)
+                features = np.empty((rows, block.shape[1]), np.float32)
             features[i:i + len(block)] = block
         features = features.reshape(steps, n, -1)
         core, state, outs = self.cores[parts.TARGET_CORE], self.state[parts.TARGET_CORE], []

@@ -16,6 +16,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
 from distributed_ac.core.normalization import moments
+from distributed_ac.core.obs import concat, stack, tree_map
 from distributed_ac.envs import atari
 from distributed_ac.envs.vector import (
     configured_space,
@@ -89,7 +90,7 @@ class RolloutWorker:
         self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
         self._handed_in: float | None = None  # when the previous collect() returned
 
-    def _as_obs(self, obs) -> np.ndarray:
+    def _as_obs(self, obs):
         """The policy's input from the env's observations; with an action mask, the
         mask of the next step goes to self._legal."""
         self._legal = self.space.action_masks(obs, self.num_envs)
@@ -207,9 +208,9 @@ class RolloutWorker:
             if ended is not None:
                 returns.append(ended[0])
                 lengths.append(ended[1])
-        obs_arr = np.stack(obs)
+        obs_arr = stack(obs)
         starts.append(self._starts)
-        values = self.policy.rollout_values(np.concatenate([obs_arr, self._obs[None]]),
+        values = self.policy.rollout_values(concat([obs_arr, tree_map(lambda a: a[None], self._obs)]),
                                             np.stack(starts))
         w = self.policy.weights
         f32 = np.float32
@@ -240,13 +241,15 @@ class RolloutWorker:
         self.policy.state = {name: tuple(arrays[f"{name}_{i}"] for i in range(len(s)))
                              for name, s in self.policy.state.items()}
 
-    def _nonfinite(self, obs: np.ndarray, rewards: np.ndarray, version: int) -> str:
+    def _nonfinite(self, obs, rewards: np.ndarray, version: int) -> str:
         """'' if all finite; else a message (or NonFiniteError when on_nonfinite = stop)."""
-        final = self._obs[None]  # the bootstrap observation after the last step
-        checks = (("observation", obs, 0), ("reward", rewards[..., None], 0),
-                  ("observation", final, len(obs)))
-        if not np.issubdtype(obs.dtype, np.floating):  # bytes are always finite
-            checks = checks[1:2]
+        arrays = lambda o: list(o.values()) if isinstance(o, dict) else [o]  # noqa: E731
+        floats = [(steps, final[None]) for steps, final in zip(arrays(obs), arrays(self._obs))
+                  if np.issubdtype(steps.dtype, np.floating)]  # bytes are always finite
+        # final: the bootstrap observation after the last step
+        checks = [*(("observation", steps, 0) for steps, _ in floats),
+                  ("reward", rewards[..., None], 0),
+                  *(("observation", final, len(steps)) for steps, final in floats)]
         for what, arr, offset in checks:
             bad = ~np.isfinite(arr).reshape(arr.shape[0], arr.shape[1], -1).all(axis=-1)
             if bad.any():

@@ -132,11 +132,16 @@ def synthetic_batch(space: EnvSpace, T: int, N: int, seed: int = 0) -> Batch:
                  action_mask=np.ones((T, N, space.mask_size), bool) if space.mask_size else None)
 
 
-def _synthetic_obs(space: EnvSpace, lead: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
-    shape = (*lead, *space.obs_shape)
-    if space.obs_dtype == "uint8":
-        return rng.integers(0, 256, shape, dtype=np.uint8)
-    return rng.standard_normal(shape).astype(np.float32)
+def _synthetic_obs(space: EnvSpace, lead: tuple[int, int], rng: np.random.Generator):
+    """[*lead] observations: one array, or a mixed space's dict of them."""
+    def draw(shape, dtype):
+        if dtype == "uint8":
+            return rng.integers(0, 256, (*lead, *shape), dtype=np.uint8)
+        return rng.standard_normal((*lead, *shape)).astype(np.float32)
+
+    if space.mixed:
+        return {k: draw(*array) for k, array in space.obs_arrays().items()}
+    return draw(space.obs_shape, space.obs_dtype)
 
 
 # ---- timing -------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 
 A Dict (or Tuple) observation of vector entries is taken as a dict keyed by the
 entries' keys (a Tuple's by "0", "1", ...): a Box entry flattened to float32 [B, size],
-a Discrete entry as int64 [B], a MultiBinary entry as float32 [B, size].
+a Discrete entry as int64 [B], a MultiBinary entry as float32 [B, size]. An image entry
+beside them comes as the env gives it, e.g. uint8 [B, H, W, C].
 
 MultiDiscrete (and MultiBinary) actions come as [B, components] int32. An env whose
 Dict observation has an action_mask takes the observation's other key as `obs` and the
@@ -45,7 +46,8 @@ from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning.distributions import squash_to_box
 from distributed_ac.learning.networks import normalize_tf
-from distributed_ac.models import keras_cnn, keras_cores, keras_heads, keras_mlp
+from distributed_ac.models import keras_cnn, keras_cores, keras_heads, keras_mixed, keras_mlp
+from distributed_ac.models.cnn import bundle_size
 from distributed_ac.models.heads import MASKED_LOGIT
 from distributed_ac.models.cores import state_size
 from distributed_ac.models import spec as names
@@ -59,6 +61,9 @@ def _copy(nets, part_names) -> dict[str, list]:
 
 
 def _encoder_tf(spec: ModelSpec, arrays: list, x):
+    if spec.mixed:
+        return keras_mixed.tf_forward(spec.encoder, arrays, x, spec.activation,
+                                      bundle_size(spec.encoder))
     if spec.encoder == "mlp":
         return keras_mlp.tf_forward(arrays, x, spec.activation)
     return keras_cnn.tf_forward(spec.encoder, arrays, x)
@@ -84,8 +89,10 @@ class PolicyModule(tf.Module):
         # normalize_obs: the statistics as constants of the graph, so it takes raw observations
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
-        obs = (_entry_specs(space.obs_entries) if space.obs_entries else
-               tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype), name="obs"))
+        image = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype),
+                              name=str(space.obs_key) if space.mixed else "obs")
+        obs = ({str(space.obs_key): image, **_entry_specs(space.obs_entries)} if space.mixed
+               else _entry_specs(space.obs_entries) if space.obs_entries else image)
         # an action mask (1 = allowed) as float32, whatever integer or bool type the env used
         mask = ([tf.TensorSpec([None, space.mask_size], tf.float32, name="action_mask")]
                 if space.mask_size else [])
@@ -101,9 +108,10 @@ class PolicyModule(tf.Module):
         self.value = tf.function(self._value, input_signature=[obs, *state])
 
     def _input(self, obs):
-        if self._space.obs_entries:
-            obs = _as_vector_tf(obs, self._space.obs_entries)
-        return obs if self._norm is None else normalize_tf(obs, *self._norm)
+        space = self._space
+        x = _as_vector_tf(obs, space.obs_entries) if space.obs_entries else obs
+        x = x if self._norm is None else normalize_tf(x, *self._norm)
+        return {names.IMAGE: obs[str(space.obs_key)], names.VECTOR: x} if space.mixed else x
 
     def _features(self, parts: dict, network: str, obs, state):
         x = _encoder_tf(self.spec, parts[f"{network}.encoder"], self._input(obs))

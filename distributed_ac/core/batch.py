@@ -15,11 +15,14 @@ import dataclasses
 import numpy as np
 
 from distributed_ac.core.normalization import merge_all
+from distributed_ac.core.obs import concat
 
 
 @dataclasses.dataclass
 class Batch:
-    obs: np.ndarray  # [T, N, obs_dim] float32 or [T, N, H, W, C] uint8: observation the action was taken in
+    # the observation the action was taken in: [T, N, obs_dim] float32 or [T, N, H, W, C]
+    # uint8; an image beside vector entries: a dict, one [T, N, ...] array per entry
+    obs: np.ndarray | dict
     actions: np.ndarray  # [T, N] int32 (Discrete) or [T, N, A] float32 pre-tanh sample u (Box)
     rewards: np.ndarray  # [T, N] float32, unscaled env rewards
     terminated: np.ndarray  # [T, N] float32 0/1: episode ended in a terminal state
@@ -68,7 +71,7 @@ class Batch:
         if same_version and len(versions) != 1:
             raise ValueError(f"cannot concat batches made by different versions: {versions}")
         arrays = {
-            f.name: np.concatenate([getattr(b, f.name) for b in batches], axis=1)
+            f.name: concat([getattr(b, f.name) for b in batches], axis=1)
             for f in dataclasses.fields(Batch)
             if f.name in ARRAY_FIELDS
         }

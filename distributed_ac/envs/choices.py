@@ -19,9 +19,15 @@ known optimum so that a learning test can say how close a run came.
   Discrete(8) actions: 1 for naming the target among the upper four actions when
   "upper" is set, among the lower four when not (action target + 4 x upper). A policy
   that reads only "target" scores 8 at best, only "upper" 4. Optimum 16.
+- ImageVectorChoice: a Dict observation {"image": uint8 36 x 36 x 1 with one bright
+  quadrant q, "upper": Box(0, 1, (1,)) of 0 or 1} and Discrete(8) actions: 1 for action
+  q + 4 x upper. The image alone scores 8 at best, the vector alone 4. Optimum 16.
+  ImageChoice and ImageVectorChoice84 / ImageChoice84 (84 x 84 x 4, Atari's frame) are
+  the same with and without the vector, for the worker's cost per step.
 - MaskedMultiChoice: MultiChoice's MultiDiscrete([3, 4, 5]) with a Dict observation
   {"obs", "action_mask"}: each step one non-target choice of every component is not
-  allowed and pays 2/3 (the target 1/3). Masked optimum 16.
+  allowed and pays 2/3 (the target 1/3). Masked optimum 16. MaskedImageMultiChoice
+  adds an image of the targets beside them.
 """
 
 from __future__ import annotations
@@ -134,6 +140,23 @@ class MaskedMultiChoice(MultiChoice):
         return obs, reward, term, trunc, info
 
 
+class MaskedImageMultiChoice(MaskedMultiChoice):
+    """MaskedMultiChoice with an image beside the vector: every component's target also
+    drawn as a bright pair of rows (a uint8 36 x 36 x 1 frame)."""
+
+    def __init__(self, render_mode: str | None = None):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({
+            "image": gym.spaces.Box(0, 255, (36, 36, 1), np.uint8),
+            **self.observation_space.spaces})
+
+    def _observe(self):
+        image = np.zeros((36, 36, 1), np.uint8)
+        for k in self._offsets + self._target:  # choice k of all components: rows 2k, 2k+1
+            image[2 * k:2 * k + 2] = 255
+        return {"image": image, **super()._observe()}
+
+
 class DictChoice(gym.Env):
     metadata = {"render_modes": []}
 
@@ -157,3 +180,49 @@ class DictChoice(gym.Env):
         right = self._obs["target"] + 4 * int(self._obs["upper"][0])
         self._t += 1
         return self._draw(), float(int(action) == right), False, self._t >= EPISODE, {}
+
+
+class ImageVectorChoice(gym.Env):
+    metadata = {"render_modes": []}
+    size, channels, vector = 36, 1, True
+
+    def __init__(self, render_mode: str | None = None):
+        self.action_space = gym.spaces.Discrete(8 if self.vector else 4)
+        image = gym.spaces.Box(0, 255, (self.size, self.size, self.channels), np.uint8)
+        self.observation_space = (gym.spaces.Dict({
+            "image": image, "upper": gym.spaces.Box(0.0, 1.0, (1,), np.float32)})
+            if self.vector else image)
+        self._quadrant, self._upper, self._t = 0, 0, 0
+
+    def _draw(self):
+        self._quadrant, self._upper = (int(x) for x in self.np_random.integers(0, (4, 2)))
+        image = np.zeros(self.observation_space["image"].shape if self.vector
+                         else self.observation_space.shape, np.uint8)
+        half = self.size // 2
+        row, col = divmod(self._quadrant, 2)
+        image[row * half:(row + 1) * half, col * half:(col + 1) * half] = 255
+        if not self.vector:
+            return image
+        return {"image": image, "upper": np.array([self._upper], np.float32)}
+
+    def reset(self, *, seed: int | None = None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._draw(), {}
+
+    def step(self, action):
+        right = self._quadrant + (4 * self._upper if self.vector else 0)
+        self._t += 1
+        return self._draw(), float(int(action) == right), False, self._t >= EPISODE, {}
+
+
+class ImageChoice(ImageVectorChoice):
+    vector = False
+
+
+class ImageVectorChoice84(ImageVectorChoice):
+    size, channels = 84, 4
+
+
+class ImageChoice84(ImageVectorChoice84):
+    vector = False

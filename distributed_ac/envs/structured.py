@@ -6,9 +6,11 @@
   entries, in the space's order, become one float32 vector: a Box flattened, a Discrete one-hot,
   a MultiBinary as its 0/1 entries. Observation normalisation keeps statistics per
   element, so each entry is normalised by its own.
-- An image (rank-3 Box) beside other entries, and nested Dicts, are refused in one line.
-- observe_action_mask: the mask is also one of the entries (0/1), and so cannot go
-  with an image.
+- One image (rank-3 Box) beside vector entries: each entry travels as its own array, the
+  image as the env gives it (uint8 stays uint8), each vector entry as float32 [size]
+  (`as_arrays`); the networks read the image with the CNN and the vector entries,
+  concatenated, with an MLP. Two images, and nested Dicts, are refused in one line.
+- observe_action_mask: the mask is also one of the entries (0/1).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ class Entry:
 @dataclasses.dataclass(frozen=True)
 class Structured:
     obs_space: gym.spaces.Box  # what the networks read, as a Box
-    obs_key: str | int | None = None  # the one entry read as it is
-    entries: tuple[Entry, ...] = ()  # else: the entries concatenated into one vector
+    obs_key: str | int | None = None  # the one entry read as it is (with entries: the image)
+    entries: tuple[Entry, ...] = ()  # the vector entries, concatenated into one vector
     mask_size: int = 0
 
 
@@ -53,10 +55,21 @@ def split(obs_space, act_space, env: str, observe_mask: bool = False) -> Structu
     rest = [(k, v) for k, v in items if k != MASK_KEY or observe_mask]
     if len(rest) == 1 and isinstance(rest[0][1], gym.spaces.Box):
         return Structured(rest[0][1], obs_key=rest[0][0], mask_size=mask_size)
-    entries = tuple(_entry(k, v, env) for k, v in rest)
+    images = [(k, v) for k, v in rest if _is_image(v)]
+    if len(images) > 1:
+        raise EnvError(f"'{env}' has image entries {[k for k, _ in images]}; one image entry "
+                       "is supported (beside any number of vector entries)")
+    entries = tuple(_entry(k, v, env) for k, v in rest if not _is_image(v))
+    if images:
+        return Structured(images[0][1], obs_key=images[0][0], entries=entries,
+                          mask_size=mask_size)
     width = sum(e.size for e in entries)
     box = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
     return Structured(box, entries=entries, mask_size=mask_size)
+
+
+def _is_image(space) -> bool:
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
 def _mask_size(mask, act_space, env: str) -> int:
@@ -71,9 +84,6 @@ def _mask_size(mask, act_space, env: str) -> int:
 
 
 def _entry(key, space, env: str) -> Entry:
-    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:
-        raise EnvError(f"'{env}' has an image entry '{key}' beside other observation entries; "
-                       "an image is supported alone (with an action_mask at most)")
     if isinstance(space, gym.spaces.Box):
         return Entry(key, "box", int(np.prod(space.shape)))
     if isinstance(space, gym.spaces.Discrete):
@@ -81,16 +91,28 @@ def _entry(key, space, env: str) -> Entry:
     if isinstance(space, gym.spaces.MultiBinary):
         return Entry(key, "binary", int(np.prod(space.shape)))
     raise EnvError(f"'{env}' has observation entry '{key}' of space {space}; entries may be "
-                   "Box, Discrete or MultiBinary")
+                   "Box (one of them an image), Discrete or MultiBinary")
+
+
+def as_float(x, e: Entry, n: int) -> np.ndarray:
+    """n observations of one vector entry as float32 [n, size] (a Discrete one-hot)."""
+    x = np.asarray(x)
+    if e.kind == "discrete":
+        return np.eye(e.size, dtype=np.float32)[x.reshape(n) - e.start]
+    return x.reshape(n, e.size).astype(np.float32)
 
 
 def as_vector(obs, entries: tuple[Entry, ...], n: int) -> np.ndarray:
     """n observations' entries as one float32 [n, width] vector, in the entries' order."""
-    parts = []
-    for e in entries:
-        x = np.asarray(obs[e.key])
-        if e.kind == "discrete":
-            parts.append(np.eye(e.size, dtype=np.float32)[x.reshape(n) - e.start])
-        else:
-            parts.append(x.reshape(n, e.size).astype(np.float32))
-    return np.concatenate(parts, axis=1)
+    return np.concatenate([as_float(obs[e.key], e, n) for e in entries], axis=1)
+
+
+def as_arrays(obs, image_key, image: tuple[tuple[int, ...], str], entries: tuple[Entry, ...],
+              n: int) -> dict[str, np.ndarray]:
+    """n observations of an image and vector entries as one array per entry, keyed by
+    str(key): the image [n, H, W, C] in its dtype (`image`: shape and dtype), each vector
+    entry float32 [n, size]."""
+    shape, dtype = image
+    arrays = {str(image_key): np.asarray(obs[image_key], dtype=dtype).reshape(n, *shape)}
+    arrays.update((str(e.key), as_float(obs[e.key], e, n)) for e in entries)
+    return arrays

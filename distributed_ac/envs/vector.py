@@ -39,8 +39,9 @@ class EnvSpace:
     action_nvec: tuple[int, ...] = ()
     action_starts: tuple[int, ...] = ()
     # Dict and Tuple observations (envs/structured.py): the one entry read as it is, or
-    # the entries concatenated into one vector; an `action_mask` (1 = allowed) of
-    # num_actions entries, mask_size 0 = no mask used
+    # the entries concatenated into one vector, or (mixed) an image entry (obs_key,
+    # described by obs_shape and obs_dtype) beside vector entries, each its own array; an
+    # `action_mask` (1 = allowed) of num_actions entries, mask_size 0 = no mask used
     mask_size: int = 0
     obs_key: str | int | None = None
     obs_entries: tuple[structured.Entry, ...] = ()
@@ -53,12 +54,32 @@ class EnvSpace:
 
     @property
     def image(self) -> bool:
-        """A rank-3 (H, W, C) observation, for a CNN torso."""
+        """A rank-3 (H, W, C) observation (or, mixed, an image entry), for a CNN torso."""
         return len(self.obs_shape) == 3
 
-    def as_batch(self, obs, n: int) -> np.ndarray:
+    @property
+    def mixed(self) -> bool:
+        """An image entry beside vector entries: observations are dicts of arrays."""
+        return self.obs_key is not None and bool(self.obs_entries)
+
+    @property
+    def vector_width(self) -> int:
+        """The width of what observation normalisation reads: the vector entries of a
+        mixed observation, else the whole (flat) observation."""
+        return sum(e.size for e in self.obs_entries) if self.mixed else self.obs_dim
+
+    def obs_arrays(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """A mixed observation's arrays, {key: (shape of one, dtype)}, image first."""
+        return {str(self.obs_key): (self.obs_shape, self.obs_dtype),
+                **{str(e.key): ((e.size,), "float32") for e in self.obs_entries}}
+
+    def as_batch(self, obs, n: int):
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of
-        obs_dtype (vectors flattened to float32, uint8 images left as they are)."""
+        obs_dtype (vectors flattened to float32, uint8 images left as they are); mixed,
+        a dict of such arrays (obs_arrays)."""
+        if self.mixed:
+            return structured.as_arrays(obs, self.obs_key, (self.obs_shape, self.obs_dtype),
+                                        self.obs_entries, n)
         if self.obs_entries:
             return structured.as_vector(obs, self.obs_entries, n)
         if self.obs_key is not None:

@@ -24,10 +24,11 @@ def clipped_update(minibatch_step, columns: dict, epochs: int, minibatch_size: i
     minibatches of about minibatch_size, each shuffled by `rng` (a checkpointed
     tf.random.Generator), calling minibatch_step(**minibatch) -> (metrics [len(METRICS)],
     finite). Returns (mean metrics, whether every step was finite)."""
-    n = tf.shape(next(iter(columns.values())))[0]
+    n = tf.shape(columns["adv"])[0]
 
-    def take(idx):
-        return {k: tf.gather(v, idx) for k, v in columns.items()}
+    def take(idx):  # an observation column may be a dict of arrays (a mixed observation)
+        return {k: tf.nest.map_structure(lambda t: tf.gather(t, idx), v)
+                for k, v in columns.items()}
 
     return _passes(minibatch_step, take, n, minibatch_parts(n, minibatch_size), epochs, rng)
 
@@ -41,7 +42,8 @@ def clipped_update_sequences(minibatch_step, columns: dict, states: dict, epochs
     T, n = tf.shape(columns["adv"])[0], tf.shape(columns["adv"])[1]
 
     def take(idx):
-        return {**{k: tf.gather(v, idx, axis=1) for k, v in columns.items()},
+        return {**{k: tf.nest.map_structure(lambda t: tf.gather(t, idx, axis=1), v)
+                   for k, v in columns.items()},
                 **{k: tuple(tf.gather(s, idx) for s in v) for k, v in states.items()}}
 
     parts = tf.minimum(minibatch_parts(T * n, minibatch_size), n)

@@ -19,7 +19,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import NonFiniteLossError
 from distributed_ac.envs.vector import EnvSpace
-from distributed_ac.learning import clipped, losses
+from distributed_ac.learning import clipped, inputs, losses
 from distributed_ac.learning.networks import (
     RunningMoments,
     Sequence,
@@ -138,8 +138,7 @@ class Learner:
 
     def _signature(self):
         T, f32 = self.cfg.rollout_length, tf.float32
-        # uint8 images arrive as bytes; the encoder casts them inside the graph
-        obs = tf.TensorSpec([T, None, *self.space.obs_shape], tf.as_dtype(self.space.obs_dtype))
+        obs = inputs.obs_signature(self.space, T)
         act = tf.TensorSpec([T, None, *self.space.action_shape],
                             tf.as_dtype(self.space.action_dtype))
         # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
@@ -158,12 +157,12 @@ class Learner:
                     return_moments, sync=False, seq=None, legal=None):
         c, nets = self.cfg, self.nets
         shape = tf.shape(rewards)
-        raw_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
+        raw_obs = inputs.flat_rows(obs)
         # The learner's statistics before this batch is merged in: in sync mode those its
         # workers acted with (the update stays on-policy); in async mode newer by the
         # batches merged since the batch's version, a difference the importance ratios
         # (V-trace) take as part of the policy lag, as they take the weights'.
-        flat_obs = nets.obs_norm(raw_obs) if nets.obs_norm is not None else raw_obs
+        flat_obs = inputs.network_obs(self.space, nets.obs_norm, raw_obs)
         rewards = self.objective.scaled_rewards(rewards)
         # The rates this update applies: read before the optimizers advance `iterations`
         # (automatic control dependencies keep program order for the variable).
@@ -176,7 +175,8 @@ class Learner:
             if sync:  # V_target <- V after this update (the variant step() picks when due)
                 sync_target(nets, c.target_tau)
             if nets.obs_norm is not None:  # the reset steps' inputs are copies of final
-                nets.obs_norm.merge_samples(raw_obs, tf.reshape(mask, [-1]) > 0)  # observations
+                nets.obs_norm.merge_samples(inputs.vector_of(self.space, raw_obs),
+                                            tf.reshape(mask, [-1]) > 0)  # observations
             if self.return_stats is not None:
                 self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
             return tf.constant(True)
@@ -228,7 +228,7 @@ class Learner:
                        critic_state, legal=None):
         """_minibatch_step on whole sub-env sequences ([T, n] columns, their core states)."""
         seq = Sequence(tf.shape(adv), actor_state, critic_state, starts)
-        flat_obs = tf.reshape(obs, [-1, *self.space.obs_shape])
+        flat_obs = inputs.flat_rows(obs)
         flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
         return self._minibatch_step(flat_obs, flat_actions, targets, adv, mask, old_logp, seq,
                                     self._flat_legal(legal))
@@ -254,7 +254,7 @@ class Learner:
                                               trunc, mask)
         c = self.cfg
         if seq is not None:  # whole sub-env sequences, with their core states
-            columns = dict(obs=tf.reshape(flat_obs, [shape[0], shape[1], *self.space.obs_shape]),
+            columns = dict(obs=inputs.as_steps(flat_obs, shape),
                            actions=actions, targets=targets, adv=adv, mask=mask,
                            old_logp=old_logp, starts=seq.starts)
             if legal is not None:
@@ -341,8 +341,7 @@ class Learner:
         T, f32 = self.cfg.rollout_length, np.float32
         actions = np.zeros((T, 1, *self.space.action_shape), self.space.action_dtype)
         zeros = np.zeros((T, 1), f32)
-        obs = np.zeros((T, 1, *self.space.obs_shape), self.space.obs_dtype)
-        batch = Batch(obs=obs, actions=actions,
+        batch = Batch(obs=inputs.zero_obs(self.space, 1, T), actions=actions,
                       rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
                       mask=np.ones((T, 1), f32), behaviour_logp=zeros,
                       values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,

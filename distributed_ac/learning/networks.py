@@ -26,6 +26,7 @@ from distributed_ac.models import keras_cnn
 from distributed_ac.models import spec as names
 from distributed_ac.models.keras_cores import RecurrentCore
 from distributed_ac.models.keras_heads import DenseHead, LogStd
+from distributed_ac.models.keras_mixed import MixedEncoder
 from distributed_ac.models.keras_mlp import MLPEncoder
 from distributed_ac.models.spec import ModelSpec
 
@@ -173,21 +174,37 @@ class Networks:
 
 
 def _encoder(spec: ModelSpec, prefix: str, seed: int):
+    if spec.mixed:
+        return MixedEncoder(spec.encoder, spec.hidden_sizes, spec.activation, seed, prefix,
+                            spec.cnn_precision, name=f"{prefix}_mixed")
     if spec.encoder == "mlp":
         return MLPEncoder(spec.hidden_sizes, spec.activation, seed, prefix, name=f"{prefix}_mlp")
     return keras_cnn.make_torso(spec.encoder, f"{prefix}_{spec.encoder}", seed, spec.cnn_precision)
 
 
+def network_input(space: EnvSpace, make):
+    """What the encoders read, as make(shape, dtype, name) builds each array: the
+    observation, or a mixed one's image and (normalised) vector entries side by side."""
+    if space.mixed:
+        return {names.IMAGE: make(space.obs_shape, space.obs_dtype, names.IMAGE),
+                names.VECTOR: make((space.vector_width,), "float32", names.VECTOR)}
+    return make(space.obs_shape, space.obs_dtype, "obs")
+
+
+def _keras_input(shape, dtype, name):
+    return keras.Input(shape=shape, dtype=dtype, name=name)
+
+
 def _models(space: EnvSpace, parts: dict) -> tuple:
     """Actor, critic and V_target as Keras models of observations."""
-    inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
+    inp = network_input(space, _keras_input)
     pi_out = parts[names.ACTOR_HEAD](parts[names.ACTOR_ENCODER](inp))
     if names.LOG_STD in parts:
         pi_out = [pi_out, parts[names.LOG_STD](pi_out)]
     actor = keras.Model(inp, pi_out, name="actor")
     critic = keras.Model(inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](inp)),
                          name="critic")
-    t_inp = keras.Input(shape=space.obs_shape, dtype=space.obs_dtype, name="obs")
+    t_inp = network_input(space, _keras_input)
     v_target = keras.Model(t_inp, parts[names.TARGET_HEAD](parts[names.TARGET_ENCODER](t_inp)),
                            name="v_target")
     return actor, critic, v_target
@@ -213,7 +230,7 @@ def _recurrent_models(spec: ModelSpec, space: EnvSpace, parts: dict, s: int) -> 
     parts[names.ACTOR_CORE] = (parts[names.CRITIC_CORE] if spec.shared
                                else core("actor", s + 700))
     parts[names.TARGET_CORE] = core("target", s + 800)
-    one = tf.zeros([1, *space.obs_shape], tf.as_dtype(space.obs_dtype))
+    one = network_input(space, lambda shape, dtype, _: tf.zeros([1, *shape], dtype))
     for network in ("actor", "critic", "v_target"):
         width = parts[f"{network}.encoder"](one).shape[-1]  # builds the encoder
         for name, shape in ((f"{network}.core", (None, width)),
@@ -243,7 +260,7 @@ def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
     for part in (names.TARGET_ENCODER, names.TARGET_CORE, names.TARGET_HEAD):
         if part in parts:  # V_target is V's copy: no optimizer steps it
             parts[part].trainable = False
-    obs_norm = ObsNormalizer(space.obs_dim, spec.obs_clip) if spec.obs_norm else None
+    obs_norm = ObsNormalizer(space.vector_width, spec.obs_clip) if spec.obs_norm else None
     nets = Networks(spec, actor, critic, v_target, parts, obs_norm)
     sync_target(nets, 1.0)
     return nets

@@ -25,6 +25,9 @@ LOG_STD = "actor.log_std"
 CRITIC_ENCODER, CRITIC_CORE, CRITIC_HEAD = "critic.encoder", "critic.core", "critic.head"
 TARGET_ENCODER, TARGET_CORE, TARGET_HEAD = "v_target.encoder", "v_target.core", "v_target.head"
 OBS_NORM = "obs_norm"
+# a mixed observation as the encoders read it: the image, and the vector entries
+# concatenated (and normalised with normalize_obs)
+IMAGE, VECTOR = "image", "vector"
 ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD, LOG_STD)  # what workers act with
 TARGET_PARTS = (TARGET_ENCODER, TARGET_CORE, TARGET_HEAD)  # what workers bootstrap with
 
@@ -51,17 +54,20 @@ class ModelSpec:
     core: str = "none"
     """none, lstm or gru: the recurrent core between encoder and heads."""
     core_size: int = 0
+    mixed: bool = False
+    """An image beside vector entries: the encoder is `encoder` for the image and an MLP
+    of hidden_sizes for the vector, their features concatenated."""
 
     @staticmethod
     def of(cfg: Config, space) -> "ModelSpec":
-        return ModelSpec(encoder=encoder_for(cfg, space.obs_shape),
+        return ModelSpec(encoder=encoder_for(cfg, space.obs_shape, space.mixed),
                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
                          head=head_for(space),
                          num_actions=space.num_actions, shared=cfg.topology == "shared",
-                         obs_norm=obs_normalized(cfg, space.obs_shape), obs_clip=cfg.obs_clip,
+                         obs_norm=obs_normalized(cfg, space.obs_shape, space.mixed),
+                         obs_clip=cfg.obs_clip, mixed=space.mixed,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
-                         core=cfg.core,
-                         core_size=cfg.core_size or (256 if len(space.obs_shape) == 3 else 128))
+                         core=cfg.core, core_size=cfg.core_size or (256 if len(space.obs_shape) == 3 else 128))
 
     @property
     def recurrent(self) -> bool:
@@ -85,10 +91,11 @@ def head_for(space) -> str:
     return "categorical" if space.discrete else "tanh_gaussian"
 
 
-def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
+def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) -> str:
     """The encoder a run builds for observations of `obs_shape` (torso auto resolved); a
     torso or normalize_obs that cannot work with them is a ConfigError. Checked once the
-    env's spaces are known, which a Config alone does not know."""
+    env's spaces are known, which a Config alone does not know. `mixed`: obs_shape is an
+    image entry beside vector entries (which normalize_obs may normalise)."""
     image = len(obs_shape) == 3
     torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
     shape = "x".join(str(d) for d in obs_shape)
@@ -101,7 +108,7 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
     if torso == "mlp" and cfg.cnn_precision != "float32":
         raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
                           "always computes in float32 (drop --cnn-precision)")
-    if image and cfg.normalize_obs is True:
+    if image and cfg.normalize_obs is True and not mixed:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")
     if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
@@ -110,6 +117,9 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...]) -> str:
     return torso
 
 
-def obs_normalized(cfg: Config, obs_shape: tuple[int, ...]) -> bool:
-    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved)."""
-    return cfg.normalize_obs if cfg.normalize_obs is not None else len(obs_shape) != 3
+def obs_normalized(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) -> bool:
+    """Whether a run normalises observations of `obs_shape` (normalize_obs, auto resolved):
+    vectors, and the vector entries beside a mixed observation's image."""
+    if cfg.normalize_obs is not None:
+        return cfg.normalize_obs
+    return len(obs_shape) != 3 or mixed

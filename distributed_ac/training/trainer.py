@@ -60,7 +60,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     """
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
-    encoder_for(cfg, space.obs_shape)  # an encoder that cannot read these observations, likewise
+    encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
     # answer leaves no run directory behind, and a run --overwrite replaces stays intact.

@@ -16,7 +16,7 @@ from checkpoints import checkpoint_tensors
 from test_metrics_plot import tensorboard_scalars
 from test_trainer_loop import ScriptedPool, run_loop
 
-from distributed_ac.commands.evaluate import evaluate
+from distributed_ac.commands.evaluate import evaluate, load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.run.metrics import EVAL_SCALARS, ConsoleProgress, read_rows
 from distributed_ac.training.trainer import train
@@ -95,13 +95,15 @@ def test_the_best_evaluation_survives_a_resume(tmp_path):
 
 
 class HeldEvaluation:
-    """pool.Evaluation that finishes once the driver has looked HOLD_POLLS times (once an update)."""
+    """pool.Evaluation that finishes once the driver has looked HOLD_POLLS times (once an
+    update); the first evaluation scores best (mean 2), the later ones 1 less each time."""
 
     HOLD_POLLS = 3
 
     def __init__(self):
         self.started: list[int] = []  # the weights' version of each evaluation
         self.polls = None
+        self.finished = 0
 
     def start(self, weights, episodes, deterministic):
         assert self.polls is None, "a second evaluation while one is in flight"
@@ -118,19 +120,27 @@ class HeldEvaluation:
         if self.polls is None:
             return None
         self.polls = None
-        return {"returns": [1.0, 3.0], "lengths": [10, 30]}
+        self.finished += 1
+        drop = self.finished - 1.0
+        return {"returns": [1.0 - drop, 3.0 - drop], "lengths": [10, 30]}
 
     def close(self):
         pass
 
 
 class PoolWithHeldEvaluation(ScriptedPool):
+    published: dict = {}
+
+    def publish(self, weights):
+        self.published = {**self.published, weights.version: weights}
+        return super().publish(weights)
+
     def evaluation(self):
         self.held = HeldEvaluation()
         return self.held
 
 
-def test_an_evaluation_due_while_one_is_in_flight_waits_for_it_and_takes_the_newest_weights(
+def test_one_evaluation_at_a_time_the_loop_trains_on_and_the_best_keeps_the_weights_it_scored(
         tmp_path):
     pool = PoolWithHeldEvaluation(1, order=[0])
     trainer = run_loop(tmp_path, pool, mode="async", eval_every=1, eval_episodes=2,
@@ -143,6 +153,14 @@ def test_an_evaluation_due_while_one_is_in_flight_waits_for_it_and_takes_the_new
         (1, 4), (4, 7), (7, 10)]  # the loop trained on while each was under way
     assert rows[0]["eval/mean_return"] == 2.0 and rows[0]["eval/std_return"] == 1.0
     assert rows[0]["eval/mean_length"] == 20.0
+    # the best (the first) keeps the networks of update 1, not those of update 4, when it ended
+    best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
+    assert best["updates"] == 1 and best["mean_return"] == 2.0
+    kept = load_trained(tmp_path / "run", best=True)[2].weights().parts
+    at = {v: pool.published[v].parts for v in (1, 4)}
+    assert kept.keys() == at[1].keys() and "actor.head" in kept
+    assert all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[1][k]))
+    assert not all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[4][k]))
 
 
 def test_a_ray_evaluation_under_way_does_not_hold_up_the_updates(tmp_path):

@@ -27,7 +27,7 @@ from distributed_ac.run.rundir import open_run, saved_config
 def load_trained(run_dir: str | Path, best: bool = False):
     """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, or
     with `best` the best evaluation's (best/), on the CPU."""
-    run = open_run(run_dir)  # a bad path is reported before TensorFlow loads
+    run = open_run(run_dir, need_checkpoint=not best)  # a bad path: before TensorFlow loads
     if best and not (run.best / "checkpoint").is_file():
         raise RunDirError(f"no checkpoint in {run.best} (a run keeps one only when trained "
                           "with --eval-every)")
@@ -82,7 +82,7 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     from distributed_ac.run.checkpoint import read_counters
 
     if best:
-        record = open_run(run_dir).read_best() or {}
+        record = open_run(run_dir, need_checkpoint=False).read_best() or {}
         trained = record.get("env_steps")
     else:
         trained = read_counters(path)["env_steps"]

@@ -58,7 +58,7 @@ class EvaluateArgs:
 def cmd_evaluate(argv: list[str]) -> int:
     args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
                        description="Run a trained policy on fresh seeds; print its returns.")
-    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    open_run(args.run_dir, need_checkpoint=not args.best)  # a bad path: before TensorFlow loads
     from distributed_ac.commands.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,

@@ -1,7 +1,9 @@
 """`dac evaluate`: run a trained policy on fresh seeds and report its returns. No Ray.
 
 The policy is the one the workers act with (acting/policy.py's NumPy forward pass over the
-Weights bundle of the newest checkpoint), so what is evaluated is what was trained.
+Weights bundle of the newest checkpoint, or with --best of the best evaluation during
+training), so what is evaluated is what was trained. Episodes are played by
+acting/evaluation.py, as evaluation during training plays them.
 Episode i is reset with seed `seed + i`; the default base, 2**31 + the training seed,
 lies above every seed training hands out (all below 2**31), so no training episode's
 start repeats here.

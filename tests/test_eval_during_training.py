@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from checkpoints import checkpoint_tensors
 from test_metrics_plot import tensorboard_scalars
-from test_trainer_loop import ScriptedPool, run_loop
+from test_trainer_loop import ScriptedPool, run_loop, run_overlapped
 
 from distributed_ac.commands.evaluate import evaluate, load_trained
 from distributed_ac.config.schema import Config
@@ -154,13 +154,29 @@ def test_one_evaluation_at_a_time_the_loop_trains_on_and_the_best_keeps_the_weig
     assert rows[0]["eval/mean_return"] == 2.0 and rows[0]["eval/std_return"] == 1.0
     assert rows[0]["eval/mean_length"] == 20.0
     # the best (the first) keeps the networks of update 1, not those of update 4, when it ended
-    best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
-    assert best["updates"] == 1 and best["mean_return"] == 2.0
-    kept = load_trained(tmp_path / "run", best=True)[2].weights().parts
-    at = {v: pool.published[v].parts for v in (1, 4)}
-    assert kept.keys() == at[1].keys() and "actor.head" in kept
-    assert all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[1][k]))
-    assert not all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[4][k]))
+    assert_best_holds(tmp_path / "run", pool, 1, not_those_of=4)
+
+
+def assert_best_holds(run_dir, pool, version: int, not_those_of: int) -> None:
+    """The run's best/ holds the networks published as `version` (and not those of another)."""
+    best = json.loads((run_dir / "best" / "best.json").read_text())
+    assert best["updates"] == version
+    kept = load_trained(run_dir, best=True)[2].weights().parts
+    at = {v: pool.published[v].parts for v in (version, not_those_of)}
+    assert kept.keys() == at[version].keys() and "actor.head" in kept
+    assert all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[version][k]))
+    assert not all(np.array_equal(a, b) for k in kept for a, b in zip(kept[k], at[not_those_of][k]))
+
+
+def test_with_the_learner_thread_an_evaluation_copies_the_networks_between_steps(tmp_path):
+    """The copy is taken where an update lands, before the next step starts on its thread:
+    taken while a step ran, it would hold some of the next version's values."""
+    pool = PoolWithHeldEvaluation(2, order=[0, 1])
+    trainer, on_main = run_overlapped(tmp_path, pool, batches_per_update=1, eval_every=1,
+                                      eval_episodes=2, total_env_steps=8 * 4 * 2)
+    assert trainer.overlap and on_main == [False] * 8
+    assert pool.held.started == [1, 4, 7]
+    assert_best_holds(tmp_path / "run", pool, 1, not_those_of=2)
 
 
 def test_a_ray_evaluation_under_way_does_not_hold_up_the_updates(tmp_path):

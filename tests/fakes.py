@@ -195,3 +195,27 @@ class MaskedBoxActions(Masked):
 class MaskedWrongLength(Masked):
     def __init__(self):
         super().__init__(actions=3, mask_len=4)
+
+
+class SlowToEvaluate(Countdown):
+    """Countdown whose episodes are slow only where evaluation plays them: an episode
+    reset with a seed of 2**31 or more (evaluation's seeds; training's are all below)
+    sleeps SLEEP_S a step, so an evaluation takes seconds while training runs at speed."""
+
+    SLEEP_S = 0.2
+
+    def __init__(self):
+        super().__init__(length=5)
+        self.slow = False
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.slow = seed >= 2**31
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.slow:
+            import time
+
+            time.sleep(self.SLEEP_S)
+        return super().step(action)

@@ -168,10 +168,22 @@ def test_both_builds_of_an_ale_env_give_the_same_observations(monkeypatch):
     assert steps > 10 and a.any()  # frames, not padding
 
 
-def test_evaluation_env_plays_whole_games_with_raw_rewards():
+def _evaluate_env(cfg):
     from distributed_ac.commands.evaluate import _make_env
 
-    env = _make_env(Config(env="ALE/Breakout-v5"), None)
+    return _make_env(cfg, None)
+
+
+def _during_training_env(cfg):
+    from distributed_ac.acting.evaluation import Evaluator
+
+    return Evaluator(cfg).env
+
+
+@pytest.mark.parametrize("make", [_evaluate_env, _during_training_env])
+def test_evaluation_env_plays_whole_games_with_raw_rewards(make):
+    """dac evaluate's env, and the one evaluation during training plays."""
+    env = make(Config(env="ALE/Breakout-v5"))
     assert env.observation_space.shape == (84, 84, 4)
     env.reset(seed=0)
     rng = np.random.default_rng(0)

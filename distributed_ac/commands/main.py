@@ -51,15 +51,18 @@ class EvaluateArgs:
     """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo; needs the video extra)."""
     seed: Optional[int] = None
     """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
+    best: bool = False
+    """Evaluate the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
 
 
 def cmd_evaluate(argv: list[str]) -> int:
     args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
                        description="Run a trained policy on fresh seeds; print its returns.")
-    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    open_run(args.run_dir, need_checkpoint=not args.best)  # a bad path: before TensorFlow loads
     from distributed_ac.commands.evaluate import evaluate
 
-    result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed)
+    result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,
+                      args.best)
     print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
           f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
     print(json.dumps(result), flush=True)

@@ -159,6 +159,16 @@ class Config:
     target_tau: float = 1.0
     """V_target sync weight: 1.0 = exact copy (hard sync); < 1 = Polyak averaging."""
 
+    # --- evaluation during training ---------------------------------------------
+    eval_every: int = 0
+    """Evaluate the newest weights every this many eval_every_unit (0 = never), on an evaluation actor of its own while training goes on; the best evaluation's weights are kept as the run's best/ checkpoint."""
+    eval_every_unit: Literal["updates", "env_steps"] = "updates"
+    """What eval_every counts: learner updates or env steps trained on."""
+    eval_episodes: int = 10
+    """Episodes each evaluation plays (whole games with raw rewards for ALE ids, as dac evaluate)."""
+    eval_deterministic: bool = True
+    """Evaluate with the most likely action (argmax / tanh of the Gaussian mean); --no-eval-deterministic samples instead."""
+
     # --- reporting and checkpoints ----------------------------------------------
     log_every_s: float = 2.0
     """Seconds between progress lines / metric rows."""
@@ -252,6 +262,8 @@ def _check_ranges(c: Config) -> None:
          "max_grad_norm_actor and max_grad_norm_critic must be > 0"),
         (c.target_sync_every >= 1, "target_sync_every must be >= 1"),
         (0 < c.target_tau <= 1, "target_tau must be in (0, 1]"),
+        (c.eval_every >= 0, "eval_every must be >= 0 (0 = no evaluation during training)"),
+        (c.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (c.log_every_s > 0, "log_every_s must be > 0"),
         (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
         (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),

@@ -9,6 +9,7 @@ collect() in flight:
     batches = pool.wait(B, resubmit)  # the next B whole batches, in arrival order; each
                                       # worker that delivered gets `resubmit` at once
     pool.save_state(), pool.resume(saved, seeds)   # its part of a checkpoint
+    pool.evaluation()                 # an Evaluation: episodes played beside the workers
 """
 
 from __future__ import annotations
@@ -60,5 +61,28 @@ class Pool(Protocol):
         envs and sampling stream from the i-th of draw_seeds(W) (the run state's
         checkpointed reseed stream, drawn only then)."""
 
+    def evaluation(self) -> "Evaluation":
+        """A new evaluation actor for this pool's config (its own env, not a worker's)."""
+
     def close(self) -> None:
         """Stop every worker."""
+
+
+class Evaluation(Protocol):
+    """Evaluation episodes played apart from the driver loop, one evaluation at a time:
+
+        evaluation.start(ref, K, deterministic)   # none in flight; returns at once
+        evaluation.result()   # None while it plays, then its outcome, once
+        evaluation.wait()     # the outcome, blocking (None if none is in flight)
+
+    An outcome is acting.evaluation.Evaluator.evaluate's {"returns", "lengths"}, or
+    {"error": one line} when the evaluation failed (the run goes on without it)."""
+
+    def start(self, weights: WeightsRef, episodes: int, deterministic: bool) -> None: ...
+
+    def result(self) -> dict | None: ...
+
+    def wait(self) -> dict | None: ...
+
+    def close(self) -> None:
+        """Drop any evaluation under way and release the actor."""

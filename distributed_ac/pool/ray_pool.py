@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 
+from distributed_ac.acting.evaluation import Evaluator
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.config.schema import Config
@@ -364,11 +365,58 @@ class RayPool:
         for w, seed in zip(self.workers, seeds):
             w.reseed.remote(seed)
 
+    def evaluation(self) -> "RayEvaluation":
+        return RayEvaluation(self.cfg)
+
     def close(self) -> None:
         for w in self.workers:
             ray.kill(w)
         self.workers = []
         self._in_flight.clear()
+
+
+class RayEvaluation:
+    """pool.Evaluation as a Ray actor of its own: it plays while the workers sample and
+    the learner trains, and the driver only looks whether it is done (ray.wait, no wait).
+
+    It reserves no CPU: the workers take every CPU the cluster has by default, and an
+    actor that waits for a free CPU would never evaluate. It shares the cores instead,
+    with one BLAS thread, for an evaluation every eval_every updates."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self._cls = ray.remote(Evaluator).options(num_cpus=0)
+        self._actor = self._cls.remote(cfg, limit_cpus=True)  # starts while training does
+        self._flight: ray.ObjectRef | None = None
+
+    def start(self, weights: ray.ObjectRef | Weights, episodes: int, deterministic: bool) -> None:
+        assert self._flight is None, "one evaluation at a time"
+        if self._actor is None:  # the last one died
+            self._actor = self._cls.remote(self.cfg, limit_cpus=True)
+        self._flight = self._actor.evaluate.remote(weights, episodes, deterministic)
+
+    def result(self) -> dict | None:
+        if self._flight is None or not ray.wait([self._flight], timeout=0)[0]:
+            return None
+        return self.wait()
+
+    def wait(self) -> dict | None:
+        if self._flight is None:
+            return None
+        flight, self._flight = self._flight, None
+        try:
+            return ray.get(flight)
+        except ray.exceptions.RayActorError as e:  # killed, node lost: a new one next time
+            self._actor = None
+            return {"error": f"the evaluation actor died ({type(e).__name__})"}
+        except ray.exceptions.RayTaskError as e:  # evaluate() raised (the env, say)
+            cause = e.cause if e.cause is not None else e
+            return {"error": f"{type(cause).__name__}: {cause}"}
+
+    def close(self) -> None:
+        if self._actor is not None and ray.is_initialized():
+            ray.kill(self._actor)
+        self._actor, self._flight = None, None
 
 
 def shutdown() -> None:

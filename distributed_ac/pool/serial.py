@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from distributed_ac.acting.evaluation import Evaluator
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
@@ -22,7 +25,7 @@ class SerialPool:
     every action each worker has taken since it was built (see `replay_state`)."""
 
     def __init__(self, cfg: Config, plan: RunPlan):
-        self.plan = plan
+        self.cfg, self.plan = cfg, plan
         self.workers = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=n)
                         for i, n in enumerate(plan.envs)]
         self._queue: list[tuple[int, Weights]] = []
@@ -113,6 +116,48 @@ class SerialPool:
                                   if k.startswith(prefix)})
             self._actions[i] = [actions] if len(actions) else []
 
+    def evaluation(self) -> "ThreadEvaluation":
+        return ThreadEvaluation(self.cfg)
+
     def close(self) -> None:
         for w in self.workers:
             w.close()
+
+
+class ThreadEvaluation:
+    """pool.Evaluation on a thread of this process: the driver loop goes on while it plays.
+
+    The Evaluator (NumPy and its own env) shares nothing with the workers or the learner,
+    so a serial run trains the same with evaluation on as with it off."""
+
+    def __init__(self, cfg: Config):
+        self._stop = threading.Event()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="evaluation")
+        # made on the thread as well: the env's start-up is not the driver's time either
+        self._evaluator: Future = self._thread.submit(Evaluator, cfg, stop=self._stop)
+        self._flight: Future | None = None
+
+    def start(self, weights: Weights, episodes: int, deterministic: bool) -> None:
+        assert self._flight is None, "one evaluation at a time"
+        self._flight = self._thread.submit(
+            lambda: self._evaluator.result().evaluate(weights, episodes, deterministic))
+
+    def result(self) -> dict | None:
+        if self._flight is None or not self._flight.done():
+            return None
+        return self.wait()
+
+    def wait(self) -> dict | None:
+        if self._flight is None:
+            return None
+        flight, self._flight = self._flight, None
+        try:
+            return flight.result()
+        except Exception as e:  # an env that fails here fails the evaluation, not the run
+            return {"error": f"{type(e).__name__}: {e}"}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.shutdown(wait=True, cancel_futures=True)
+        if self._evaluator.done() and self._evaluator.exception() is None:
+            self._evaluator.result().close()

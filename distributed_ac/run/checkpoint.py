@@ -160,12 +160,14 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     os.replace(tmp, path)
 
 
-def restore_networks(run: RunDir, objects: dict) -> str:
+def restore_networks(run: RunDir, objects: dict, best: bool = False) -> str:
     """Load the networks' `objects` (networks.checkpoint_objects; nothing else) from a run's
-    newest checkpoint."""
-    path = tf.train.latest_checkpoint(str(run.checkpoints))
+    newest checkpoint, or with `best` from its best evaluation's (best/)."""
+    where = run.best if best else run.checkpoints
+    path = tf.train.latest_checkpoint(str(where))
     if path is None:
-        raise CheckpointError(f"no checkpoint in {run.checkpoints}")
+        raise CheckpointError(f"no checkpoint in {where}" + (
+            " (a run keeps one only when trained with --eval-every)" if best else ""))
     try:
         tf.train.Checkpoint(**objects).restore(path).expect_partial() \
             .assert_existing_objects_matched()

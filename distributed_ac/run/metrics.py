@@ -10,6 +10,11 @@ learning rates and policy lag are means over the updates since the previous row;
 episodic return and length are means over the episodes that ended since then. A value
 with nothing behind it (no episode ended yet) or that is not finite is left out of
 TensorBoard and is `null` in the JSONL row.
+
+With evaluation during training, each finished evaluation adds a row of its own
+(EVAL_SCALARS, and `eval/episodes`, `eval/done_at_updates` in the JSONL only) whose
+env_steps, updates and wall_s are those of the weights it evaluated: it is written when
+the evaluation ends, so it can follow rows of later updates.
 """
 
 from __future__ import annotations
@@ -110,6 +115,9 @@ SCALARS = ("charts/episodic_return", "charts/mean_return_100", "charts/episodic_
            "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
            "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts")
 
+# An evaluation's row (training/evaluation.py): greedy (or sampled) whole episodes.
+EVAL_SCALARS = ("eval/mean_return", "eval/std_return", "eval/mean_length")
+
 # Scalar name -> key of Learner.step()'s metrics. approx_kl and clipfrac (means over the
 # minibatch steps of pi_theta against pi_old) exist only with policy_loss "clip": with
 # "pg" they are null. behaviour_kl estimates KL(mu || pi) on the batch, mu the policy the
@@ -199,9 +207,11 @@ class MetricsLog:
         self._writer = tf.summary.create_file_writer(str(tensorboard_dir))
         self._jsonl = open(jsonl_path, "a", encoding="utf-8")
 
-    def write(self, env_steps: int, updates: int, wall_s: float, scalars: dict) -> dict:
+    def write(self, env_steps: int, updates: int, wall_s: float, scalars: dict,
+              extra: dict | None = None) -> dict:
+        """One row: `scalars` to TensorBoard and metrics.jsonl, `extra` to metrics.jsonl only."""
         row = {"env_steps": env_steps, "updates": updates, "wall_s": round(wall_s, 3),
-               **{k: finite_or_none(v) for k, v in scalars.items()}}
+               **{k: finite_or_none(v) for k, v in scalars.items()}, **(extra or {})}
         with self._writer.as_default(step=env_steps):
             for name in scalars:
                 value = row[name]

@@ -7,6 +7,8 @@
                       `checkpoint` state file naming the newest (checkpoint.py)
       tb/             TensorBoard event files, step = env steps (metrics.py)
       metrics.jsonl   the same scalars, one JSON object per logged row (metrics.py)
+      best/           with eval_every: the networks of the best evaluation so far, as a
+                      TensorFlow checkpoint best-<n>, and best.json, its score and update
 
 This module knows the layout and the rules for starting, replacing and resuming a run;
 it imports neither TensorFlow nor Ray, so the CLI can check a run directory (and `dac
@@ -17,6 +19,7 @@ resume calls once TensorFlow is loaded anyway, imports TensorFlow.)
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -57,8 +60,32 @@ class RunDir:
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
 
+    @property
+    def best(self) -> Path:
+        return self.path / "best"
+
+    @property
+    def best_record(self) -> Path:
+        return self.best / "best.json"
+
     def entries(self) -> list[Path]:
-        return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics]
+        return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics,
+                self.best]
+
+    def read_best(self) -> dict | None:
+        """best.json (the best evaluation's score, update and checkpoint), or None: no
+        evaluation has been kept, or the file cannot be read (a new best replaces it)."""
+        try:
+            record = json.loads(self.best_record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) and "mean_return" in record else None
+
+    def write_best(self, record: dict) -> None:
+        """Write best.json atomically (a crash leaves the old record or the new one)."""
+        tmp = self.best_record.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        os.replace(tmp, self.best_record)
 
     def has_checkpoint(self) -> bool:
         # TF's state file is written last and atomically: it exists only once a

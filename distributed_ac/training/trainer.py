@@ -11,9 +11,10 @@ about W / B, measured per batch and corrected in the learner (V-trace).
 
 Around the loop, in plain Python (never inside the tf.function): a metrics row every
 `log_every_s`, a checkpoint every `checkpoint_every` updates (envs go on: an episode
-ends only by the env), and SIGINT / SIGTERM, which end the loop after the current
-update with a final checkpoint. Start-up lives in startup.py, checkpoints in
-run/checkpoint.py.
+ends only by the env), an evaluation every `eval_every` updates or env steps (played
+beside the loop, never waited for: evaluation.py), and SIGINT / SIGTERM, which end the
+loop after the current update with a final checkpoint. Start-up lives in startup.py,
+checkpoints in run/checkpoint.py.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from distributed_ac.run.metrics import (
     finite_or_none,
     percentile,
 )
+from distributed_ac.training.evaluation import Evaluations
 from distributed_ac.training.signals import StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState
@@ -124,6 +126,8 @@ class Trainer:
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
                                                     start=c.env_steps)
+        self.evals = (Evaluations(cfg, run, self.learner, pool.evaluation(), self.metrics,
+                                  self.progress, c) if cfg.eval_every else None)
         self._session = (time.monotonic(), c.env_steps, c.wall_s, c.worker_restarts)
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
@@ -241,7 +245,11 @@ class Trainer:
         if c.updates % self.cfg.checkpoint_every == 0:
             self._report(force=True)  # the row's clock is the one the checkpoint keeps
             self.ckpt.save()
-        return self.pool.publish(self.learner.weights())
+        ref = self.pool.publish(self.learner.weights())
+        if self.evals is not None:  # here, where no learner step is under way
+            self._tick()
+            self.evals.after_update(c, ref)
+        return ref
 
     def _tick(self) -> float:
         """Bring the clock and restart counters up to date; return this session's steps/s."""
@@ -268,6 +276,9 @@ class Trainer:
             self.progress.note(f"{stop.received.name}: stopping after this update; "
                                "writing a checkpoint")
         self._report(force=True)
+        if self.evals is not None and not stop.received:
+            self.evals.finish(self.state.counters,
+                              lambda: self.pool.publish(self.learner.weights()))
         self.ckpt.save()
 
     def stop_on_error(self, error: RunStopped) -> None:
@@ -282,6 +293,8 @@ class Trainer:
 
     def __exit__(self, *exc) -> None:
         # On an error too; no checkpoint then: the state that raised may be the bad one.
+        if self.evals is not None:
+            self.evals.close()
         self.metrics.close()
         self.progress.close()
 
@@ -312,4 +325,5 @@ class Trainer:
                 "skipped_updates": self.learner.skipped_updates,
                 "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
                 "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
-                "stopped_by": stop.received.name if stop.received else None}
+                "stopped_by": stop.received.name if stop.received else None,
+                **(self.evals.summary() if self.evals is not None else {})}

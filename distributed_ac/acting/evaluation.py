@@ -1,0 +1,101 @@
+"""Evaluation episodes: a policy plays whole episodes on one env of its own, no learning.
+
+`dac evaluate` and evaluation during training both play through here, so a row that
+training logs is what `dac evaluate` reports for the same weights and seeds. The env is
+made with training=False: ALE episodes are whole games with raw (unclipped) rewards and
+no per-life terminals, so returns are game scores; the observations are the training ones.
+
+NumPy and Gymnasium only (no TensorFlow, no Ray): pool/ray_pool.py runs an Evaluator as
+a Ray actor beside the rollout workers, pool/serial.py on a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import gymnasium as gym
+import numpy as np
+
+from distributed_ac.acting.policy import Policy
+from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Weights
+from distributed_ac.core.errors import EnvError
+from distributed_ac.envs.atari import Preprocess, make_single
+from distributed_ac.envs.vector import made, resolve_env_id, space_for
+from distributed_ac.models.spec import ModelSpec
+
+SEED_OFFSET = 2**31  # training hands out seeds below this, so no training start repeats
+
+
+def first_seed(cfg: Config) -> int:
+    """The seed of evaluation episode 0 (episode i: + i), the same for every evaluation."""
+    return SEED_OFFSET + cfg.seed
+
+
+def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
+    """One env as evaluation plays it: the training observations, whole games, raw rewards."""
+    env_id = resolve_env_id(cfg.env)
+    if render_mode is not None:
+        # rgb_array frames need no display; without this SDL (pygame) looks for one and
+        # complains on a headless machine.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    return made(cfg.env, lambda: make_single(env_id, Preprocess.of(cfg, training=False),
+                                             **({"render_mode": render_mode} if render_mode
+                                                else {})))
+
+
+def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bool, seed: int,
+                  env_name: str, stop: threading.Event | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(undiscounted raw return, length) of each of `episodes` episodes, one after another;
+    episode i is reset with seed `seed + i` and actions are sampled from a generator seeded
+    with `seed`, so the same weights give the same numbers. `stop`, once set, ends the
+    play at the next step (the numbers are then partial: a caller that sets it drops them)."""
+    rng = np.random.default_rng(seed)
+    returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        policy.reset_state(1)  # a recurrent policy carries its state through the episode
+        done = False
+        while not done:
+            if stop is not None and stop.is_set():
+                return returns, lengths
+            x, legal = policy.space.as_batch(obs, 1), policy.space.action_masks(obs, 1)
+            if legal is not None and len(policy.rows_without_choice(legal)):
+                raise EnvError(f"env '{env_name}' allowed no action at step {lengths[i]} of "
+                               f"evaluation episode {i} (its action_mask is all 0)")
+            _, action, _ = policy.act(x, rng, deterministic, legal=legal)
+            obs, reward, terminated, truncated, _ = env.step(action[0])
+            returns[i] += float(reward)
+            lengths[i] += 1
+            done = terminated or truncated
+    return returns, lengths
+
+
+class Evaluator:
+    """Plays evaluation episodes with whatever Weights bundle it is handed, on an env of
+    its own (never a rollout worker's), so training's envs and seeds are left untouched."""
+
+    def __init__(self, cfg: Config, limit_cpus: bool = False,
+                 stop: threading.Event | None = None):
+        """`stop`: set by an owner that drops the evaluation under way (serial mode's
+        thread, at the end of a run); an actor process is simply killed instead."""
+        if limit_cpus:  # a process of its own (Ray): one core's BLAS threads, as a worker
+            from distributed_ac.acting.worker import limit_threads
+
+            limit_threads(1)
+        self.cfg, self.stop = cfg, stop
+        space = space_for(cfg)
+        self.policy = Policy(space, ModelSpec.of(cfg, space))
+        self.env = make_eval_env(cfg)
+
+    def evaluate(self, weights: Weights, episodes: int, deterministic: bool) -> dict:
+        """Each episode's return and length, played from first_seed(cfg)."""
+        self.policy.load(weights)
+        returns, lengths = play_episodes(self.env, self.policy, episodes, deterministic,
+                                         first_seed(self.cfg), self.cfg.env, self.stop)
+        return {"returns": returns.tolist(), "lengths": lengths.tolist()}
+
+    def close(self) -> None:
+        self.env.close()

@@ -94,3 +94,74 @@ def test_a_missing_space_and_a_resume_of_no_experiment_are_refused(tmp_path, cap
     assert "needs --space" in capsys.readouterr().err
     assert main(["tune", "--resume", str(tmp_path)]) == 2
     assert "is not a dac tune experiment" in capsys.readouterr().err
+
+
+# ---- new rates without a rebuild (PBT's explore) ----------------------------------------
+
+def test_set_rates_makes_the_next_update_the_one_a_learner_built_with_them_makes():
+    from distributed_ac.acting.worker import RolloutWorker
+    from distributed_ac.learning.learner import Learner
+
+    base = Config(envs_per_worker=8, rollout_length=8, total_env_steps=10_000, actor_lr=1e-3,
+                  critic_lr=1e-3, entropy_coef=0.0, actor_lr_decay_steps=4)
+    new = dataclasses.replace(base, actor_lr=5e-2, critic_lr=2e-2, entropy_coef=0.5)
+    worker = RolloutWorker(base, limit_cpus=False)
+    changed, built = Learner(base, worker.space), Learner(new, worker.space)
+    batch = worker.collect(changed.weights())
+    changed.step(batch)  # traced with the old rates
+    built.step(batch)
+    traced = changed._train_steps[False].experimental_get_tracing_count()
+    # the two learners now differ only by their rates; make them equal by assignment
+    for a, b in zip(built.nets.actor.variables + built.nets.critic.variables,
+                    changed.nets.actor.variables + changed.nets.critic.variables):
+        a.assign(b)
+    for a, b in zip(built.optimizers.variables, changed.optimizers.variables):
+        a.assign(b)
+    changed.set_rates(new.actor_lr, new.critic_lr, new.entropy_coef)
+    batch = worker.collect(changed.weights())
+    m_changed, m_built = changed.step(batch), built.step(batch)
+    assert m_changed["learning_rate_actor"] == pytest.approx(5e-2 * 0.5 ** (1 / 4), rel=1e-5)
+    assert m_changed["learning_rate_critic"] == pytest.approx(m_built["learning_rate_critic"])
+    for a, b in zip(changed.nets.actor.variables + changed.nets.critic.variables,
+                    built.nets.actor.variables + built.nets.critic.variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
+    assert changed._train_steps[False].experimental_get_tracing_count() == traced
+
+
+# ---- a trial: reports, checkpoints, PBT's exploit ----------------------------------------
+
+def actor_arrays(learner):
+    return [v.numpy().copy() for v in learner.nets.actor.variables + learner.nets.critic.variables]
+
+
+def test_an_exploit_restores_another_trials_weights_into_a_kept_learner_with_new_rates(tmp_path):
+    from fakes import FakeTuneSession
+
+    from distributed_ac.tuning import trial
+
+    base = Config(num_envs=8, rollout_length=16, total_env_steps=1024, mode="sync")
+    spec = TuneSpec(base=base, space=parse_space({"actor_lr": {"choice": [1e-3, 3e-2]},
+                                                  "entropy_coef": {"choice": [0.0, 0.5]}},
+                                                 base), metric=TRAIN_METRIC, report_every=2)
+    a = FakeTuneSession(tmp_path / "a")
+    trial.run_trial({"actor_lr": 1e-3, "entropy_coef": 0.0}, spec, a)
+    assert [m["updates"] for m, _ in a.reports] == [2, 4, 6, 8]
+    last = a.reports[-1][1]  # the project's checkpoint format: TF tensors and the config
+    assert sorted(p.name for p in (last / "checkpoints").iterdir()) == [
+        "checkpoint", "ckpt-8.data-00000-of-00001", "ckpt-8.index"]
+    assert load_yaml(last / "config.yaml").actor_lr == 1e-3
+    a_weights = actor_arrays(trial._kept_learner[1])
+    # trial C, the same but for its rate, trains other weights; its learner is kept
+    trial.run_trial({"actor_lr": 3e-2, "entropy_coef": 0.0}, spec, FakeTuneSession(tmp_path / "c"))
+    c_learner = trial._kept_learner[1]
+    c_weights = actor_arrays(c_learner)
+    assert not all(np.array_equal(x, y) for x, y in zip(a_weights, c_weights))
+    # B exploits A (its checkpoint, a perturbed config) on C's process, with no budget left
+    b = FakeTuneSession(tmp_path / "b", start_from=last)
+    trial.run_trial({"actor_lr": 1e-2, "entropy_coef": 0.5}, spec, b)
+    assert trial._kept_learner[1] is c_learner  # not rebuilt
+    for x, y in zip(actor_arrays(c_learner), a_weights):
+        np.testing.assert_array_equal(x, y)
+    assert c_learner.optimizers.initial_rates["actor"].numpy() == pytest.approx(1e-2)
+    assert c_learner.objective.entropy_coef.numpy() == pytest.approx(0.5)
+    assert load_yaml(tmp_path / "b" / "run" / "config.yaml").actor_lr == 1e-2

@@ -106,7 +106,10 @@ def run(argv: list[str]) -> int:
         spec = make_spec(args)
         exp_dir = experiment_dir(args)
         spec.save(exp_dir)
-    from distributed_ac.tuning import experiment, results  # Ray and Tune load here
+    from distributed_ac.pool import ray_pool
+
+    ray_pool.load(local=not args.address)  # before Tune imports Ray: loopback when local
+    from distributed_ac.tuning import experiment, results
 
     grid = experiment.run(spec, exp_dir, args.address, resume=args.resume is not None)
     trials = list(grid)

@@ -165,3 +165,133 @@ def test_an_exploit_restores_another_trials_weights_into_a_kept_learner_with_new
     assert c_learner.optimizers.initial_rates["actor"].numpy() == pytest.approx(1e-2)
     assert c_learner.objective.entropy_coef.numpy() == pytest.approx(0.5)
     assert load_yaml(tmp_path / "b" / "run" / "config.yaml").actor_lr == 1e-2
+
+
+# ---- end to end on a local Ray -----------------------------------------------------------
+
+def dac(*argv: str, **popen) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [TESTS, os.path.dirname(TESTS), os.environ.get("PYTHONPATH", "")]),
+        **popen.pop("env", {})}
+    return subprocess.Popen([sys.executable, "-m", "distributed_ac", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+# two trials of one serial worker and one CPU each: they fit a 2-CPU local Ray side by side
+SMALL = ["--num-envs", "8", "--rollout-length", "16", "--mode", "sync", "--num-workers", "1",
+         "--total-env-steps", "2048", "--report-every", "2", "--max-concurrent", "2"]
+GRID = {"entropy_coef": {"grid": [0.0, 0.01]}, "actor_lr": {"choice": [1e-3]}}
+
+
+def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("tune")
+    exp = tmp / "exp"
+    code, out, err = finished(dac("tune", "--space", write(tmp, "space.yaml", GRID),
+                                  "--num-samples", "1", "--exp-dir", str(exp), *SMALL))
+    assert code == 0, err[-3000:]
+    assert json.loads(out.splitlines()[-1])["best_config"] == str(exp / "best.yaml")
+    return exp
+
+
+def rows(exp: Path) -> list[dict]:
+    return [json.loads(line) for line in (exp / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.e2e
+def test_two_trials_train_to_their_budget_and_write_every_output(experiment):
+    table = rows(experiment)
+    assert sorted(r["entropy_coef"] for r in table) == [0.0, 0.01]
+    assert all(r["status"] == "OK" and r["env_steps"] == 2048 and r["updates"] == 16
+               and r["training_iteration"] == 8 and r[TRAIN_METRIC] > 0 for r in table)
+    assert (experiment / "results.csv").read_text().count("\n") == 3
+    assert (experiment / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # each trial trained with this package's trial settings: serial, one TF thread
+    trial_cfgs = [load_yaml(p) for p in experiment.glob("run_trial_*/run/config.yaml")]
+    assert len(trial_cfgs) == 2 and all(c.serial and c.learner_threads == 1 for c in trial_cfgs)
+
+
+@pytest.mark.e2e
+def test_the_best_config_is_a_preset_dac_train_takes_as_it_is(experiment):
+    from distributed_ac.commands.train import parse_train_args
+
+    table = rows(experiment)
+    best = max(table, key=lambda r: r[TRAIN_METRIC])
+    cfg = load_yaml(experiment / "best.yaml")
+    assert cfg.entropy_coef == best["entropy_coef"] and cfg.num_envs == 8 and cfg.mode == "sync"
+    assert not cfg.serial  # the trials' own placement is not part of the result
+    assert parse_train_args(["--config", str(experiment / "best.yaml")]).cfg == cfg
+
+
+@pytest.mark.e2e
+def test_an_interrupted_experiment_resumes_each_trial_from_its_checkpoint(tmp_path):
+    import csv
+
+    gate = tmp_path / "gate"  # while it exists, the trials' envs hold after 1024 steps
+    gate.write_text("")
+    exp = tmp_path / "exp"
+    argv = ["tune", "--space", write(tmp_path, "space.yaml", GRID), "--num-samples", "1",
+            "--exp-dir", str(exp), "--env", "fakes:GatedCartPole", *SMALL]
+    proc = dac(*argv, env={"DAC_TEST_GATE": str(gate)})
+    try:
+        interrupt_when_both_hold(proc, exp)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (exp / "results.jsonl").exists() or any(
+        r["env_steps"] < 2048 for r in rows(exp))  # it stopped short of the budget
+    gate.unlink()
+    code, _, err = finished(dac("tune", "--resume", str(exp),
+                                env={"DAC_TEST_GATE": str(gate)}))
+    assert code == 0, err[-3000:]
+    assert [r["env_steps"] for r in rows(exp)] == [2048, 2048]
+    for progress in exp.glob("run_trial_*/progress.csv"):
+        reports = list(csv.DictReader(progress.open()))
+        # one count throughout: 256 env steps a report, from the checkpoint on after resume
+        assert all(int(r["env_steps"]) == 256 * int(r["training_iteration"]) for r in reports)
+        restored = [r for r in reports
+                    if int(r["iterations_since_restore"]) < int(r["training_iteration"])]
+        assert restored and int(restored[-1]["env_steps"]) == 2048
+
+
+def interrupt_when_both_hold(proc: subprocess.Popen, exp: Path) -> None:
+    """SIGINT once both trials have reported twice or more (they hold at 1024 steps)."""
+    import signal
+    import time
+
+    def reported_twice() -> int:
+        later = {p.parents[2] for p in exp.glob("run_trial_*/checkpoint_*/checkpoints/checkpoint")
+                 if not p.parents[1].name.endswith("_000000")}
+        return len(later)
+
+    while reported_twice() < 2:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    finished(proc, timeout=300)
+
+
+def test_asha_and_pbt_are_built_from_the_spec_with_the_space_as_tunes_distributions():
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    from distributed_ac.tuning import experiment
+
+    base = Config(num_envs=8, rollout_length=16, total_env_steps=2048)
+    space = parse_space({"actor_lr": {"loguniform": [1e-4, 1e-2]},
+                         "rollout_length": {"uniform": [8, 32]}}, base)
+    spec = TuneSpec(base=base, space=space, metric=TRAIN_METRIC, scheduler="asha",
+                    report_every=2, grace_period=3)
+    asha = experiment.scheduler(spec)
+    assert isinstance(asha, ASHAScheduler)
+    assert asha._max_t == 8  # 16 updates, a report every 2
+    assert min(t for t, _ in asha._brackets[0]._rungs) == 3  # the first rung: the grace period
+    pbt = experiment.scheduler(dataclasses.replace(spec, scheduler="pbt"))
+    assert isinstance(pbt, PopulationBasedTraining)
+    assert set(pbt._hyperparam_mutations) == {"actor_lr", "rollout_length"}
+    ints = experiment.param_space(spec)["rollout_length"]
+    assert (ints.lower, ints.upper) == (8, 33)  # high included

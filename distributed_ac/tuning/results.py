@@ -37,11 +37,11 @@ def trial_rows(results, spec: TuneSpec) -> list[dict]:
 
 
 def best_index(rows: list[dict], spec: TuneSpec) -> int | None:
-    """The row with the best last metric (None when no trial reported it)."""
-    scored = [(v, i) for i, row in enumerate(rows) if (v := row[spec.metric]) is not None]
-    if not scored:
-        return None
-    return (max if spec.mode == "max" else min)(scored)[1]
+    """The row with the best last metric, the first of equals (None when no trial
+    reported it)."""
+    sign = 1 if spec.mode == "max" else -1
+    scored = [(sign * v, -i) for i, row in enumerate(rows) if (v := row[spec.metric]) is not None]
+    return -max(scored)[1] if scored else None
 
 
 def write_outputs(results, spec: TuneSpec, exp_dir: Path) -> dict:

@@ -87,6 +87,8 @@ def run(spec: TuneSpec, exp_dir: Path, address: str | None, resume: bool = False
                 reuse_actors=spec.scheduler == "pbt"),
             run_config=tune.RunConfig(
                 name=exp_dir.name, storage_path=str(exp_dir.parent), verbose=1,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                # PBT restores a trial from another's recent checkpoint: keep a few more
+                checkpoint_config=tune.CheckpointConfig(
+                    num_to_keep=5 if spec.scheduler == "pbt" else 2),
                 failure_config=tune.FailureConfig(max_failures=0)))
     return tuner.fit()

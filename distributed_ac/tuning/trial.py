@@ -34,6 +34,7 @@ from distributed_ac.tuning.spec import TuneSpec
 
 RUN = "run"  # the trial's run directory, inside its Tune trial directory
 RATE_FIELDS = ("actor_lr", "critic_lr", "entropy_coef")
+STAGED_KEPT = 3
 
 # The learner of the last run in this process, kept so that a trial restored from a
 # checkpoint (PBT's exploit, on a reused actor) takes new rates on the learner it has,
@@ -141,6 +142,7 @@ class Reporter:
         self.last_row: dict | None = None
         self.reported_at: int | None = None  # updates of the last report
         self.pending = False  # a due report waits for the metric's first value
+        self.staged: list[Path] = []  # checkpoint directories handed to Tune, oldest first
 
     def __call__(self, row: dict, save) -> None:
         self.last_row = row
@@ -158,9 +160,15 @@ class Reporter:
         self.pending = False
         self.reported_at = row["updates"]
         metrics = {k: (v if _finite(v) else None) for k, v in row.items()}
-        with tempfile.TemporaryDirectory(dir=self.run_dir.parent) as tmp:
-            pack_checkpoint(self.run_dir, checkpoint, Path(tmp))
-            self.session.report(metrics, Path(tmp))  # Tune copies it before returning
+        staged = Path(tempfile.mkdtemp(prefix=f"report-{row['updates']:09d}-",
+                                       dir=self.run_dir.parent))
+        pack_checkpoint(self.run_dir, checkpoint, staged)
+        # Tune may still be copying a staged checkpoint when report() returns (or the
+        # trial is stopped inside it): only those two reports older are removed
+        self.staged.append(staged)
+        while len(self.staged) > STAGED_KEPT:
+            shutil.rmtree(self.staged.pop(0), ignore_errors=True)
+        self.session.report(metrics, staged)
 
 
 def pack_checkpoint(run_dir: Path, checkpoint: str, out: Path) -> None:

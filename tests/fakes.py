@@ -6,6 +6,9 @@ termination or by truncation as asked. Anything learning-related uses real Gymna
 environments instead.
 """
 
+import os
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -219,3 +222,47 @@ class SlowToEvaluate(Countdown):
 
             time.sleep(self.SLEEP_S)
         return super().step(action)
+
+
+class GatedCartPole(gym.Wrapper):
+    """CartPole-v1 that, once this process's sub-envs have taken GATE_AFTER steps in all,
+    holds every further step while the file named by $DAC_TEST_GATE exists: a test
+    stops a run there (and resumes it with the file gone) without racing its end."""
+
+    GATE_AFTER = 1024
+    steps = 0  # over every sub-env in this process
+
+    def __init__(self, **kwargs):
+        super().__init__(gym.make("CartPole-v1", **kwargs))
+
+    def step(self, action):
+        GatedCartPole.steps += 1
+        gate = os.environ.get("DAC_TEST_GATE")
+        while gate and GatedCartPole.steps > self.GATE_AFTER and os.path.exists(gate):
+            time.sleep(0.05)
+        return self.env.step(action)
+
+
+class FakeTuneSession:
+    """What a trial needs of Ray Tune (tuning.trial.TuneSession), in-process: the trial
+    directory, the checkpoint to start from, and the reports, each checkpoint copied."""
+
+    def __init__(self, trial_dir, start_from=None):
+        self.dir, self.start_from = trial_dir, start_from
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.reports: list[tuple[dict, object]] = []
+
+    def checkpoint_dir(self):
+        import contextlib
+
+        return contextlib.nullcontext(self.start_from) if self.start_from else None
+
+    def trial_dir(self):
+        return self.dir
+
+    def report(self, metrics: dict, checkpoint_dir) -> None:
+        import shutil
+
+        kept = self.dir / f"reported_{len(self.reports):03d}"
+        shutil.copytree(checkpoint_dir, kept)
+        self.reports.append((metrics, kept))

@@ -36,6 +36,7 @@ commands:
   export    write a trained policy as a standalone TensorFlow SavedModel
   plot      draw return against env steps and wall time for one or more runs
   bench     measure env, worker, learner, broadcast and end-to-end throughput
+  tune      search hyperparameters over config fields on Ray Tune (dac tune --help)
 """
 
 
@@ -127,8 +128,14 @@ def cmd_train(argv: list[str]) -> int:
     return run(argv)
 
 
+def cmd_tune(argv: list[str]) -> int:
+    from distributed_ac.commands.tune import run  # its flags' module; Ray Tune loads later
+
+    return run(argv)
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export,
-            "plot": cmd_plot, "bench": cmd_bench}
+            "plot": cmd_plot, "bench": cmd_bench, "tune": cmd_tune}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -328,6 +328,13 @@ class Learner:
             self._target_arrays = _numpy(target)
         return metrics
 
+    def set_rates(self, actor_lr: float, critic_lr: float, entropy_coef: float) -> None:
+        """Apply new initial learning rates and entropy coefficient from the next step on,
+        without rebuilding or retracing anything (population-based training explores by
+        changing them on a learner restored from another trial's checkpoint)."""
+        self.optimizers.set_rates(actor_lr, critic_lr)
+        self.objective.entropy_coef.assign(float(entropy_coef))
+
     def plan(self, plan: RunPlan) -> dict[str, int]:
         """Fit the auto learning-rate schedules to the run's plan (optimizers.py)."""
         return self.optimizers.plan(plan)

@@ -18,6 +18,9 @@ REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (
 class Objective:
     def __init__(self, cfg: Config, space: EnvSpace, nets, return_stats=None):
         self.cfg, self.space, self.nets, self.return_stats = cfg, space, nets, return_stats
+        # A variable the step reads, so set_rates can change it without retracing.
+        self.entropy_coef = tf.Variable(float(cfg.entropy_coef), trainable=False,
+                                        dtype=tf.float32, name="entropy_coef")
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0],
                                       tf.float32)
 
@@ -86,10 +89,10 @@ class Objective:
         encoder both heads read."""
         c = self.cfg
         if old_logp is None:
-            a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, c.entropy_coef)
+            a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, self.entropy_coef)
         else:
             a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
-                                                    c.clip_ratio, c.entropy_coef)
+                                                    c.clip_ratio, self.entropy_coef)
         c_loss, c_m = losses.critic_loss(v, targets, mask)
         actor_total = a_loss + c.vf_coef * c_loss if self.nets.shared else a_loss
         return actor_total, c_loss, {**a_m, **c_m}

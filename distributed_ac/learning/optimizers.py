@@ -19,11 +19,12 @@ from distributed_ac.core.errors import NoGradientError
 AUTO_DECAY_STEPS = 1000  # an auto schedule's span until plan() is called (bench, unit tests)
 
 
-def make_optimizer(lr: float, decay_steps: tf.Variable, decay_rate: float, staircase: bool,
-                   epsilon: float, name: str) -> keras.optimizers.Adam:
-    """Adam on an ExponentialDecay schedule. decay_steps is a variable, read at each
-    step, so an auto schedule can be fitted to the run's plan after the learner's step
-    was traced, once the worker count is known."""
+def make_optimizer(lr: tf.Variable, decay_steps: tf.Variable, decay_rate: float,
+                   staircase: bool, epsilon: float, name: str) -> keras.optimizers.Adam:
+    """Adam on an ExponentialDecay schedule. The initial rate and decay_steps are
+    variables, read at each step: an auto schedule can be fitted to the run's plan after
+    the learner's step was traced, once the worker count is known, and a new initial rate
+    (set_rates: population-based training) takes effect without retracing or rebuilding."""
     schedule = keras.optimizers.schedules.ExponentialDecay(
         lr, decay_steps=decay_steps, decay_rate=decay_rate, staircase=staircase)
     return keras.optimizers.Adam(learning_rate=schedule, epsilon=epsilon, name=name)
@@ -37,10 +38,15 @@ class Optimizers:
                               name=f"{name}_decay_steps")
             for name, steps in (("actor", cfg.actor_lr_decay_steps),
                                 ("critic", cfg.critic_lr_decay_steps))}
-        self.actor = make_optimizer(cfg.actor_lr, self.decay_steps["actor"],
+        # Not in any checkpoint: a restored run takes the rates of its own config.
+        self.initial_rates = {
+            name: tf.Variable(float(lr), trainable=False, dtype=tf.float32,
+                              name=f"{name}_initial_lr")
+            for name, lr in (("actor", cfg.actor_lr), ("critic", cfg.critic_lr))}
+        self.actor = make_optimizer(self.initial_rates["actor"], self.decay_steps["actor"],
                                     cfg.actor_lr_decay_rate, cfg.lr_staircase,
                                     cfg.adam_epsilon, "actor_adam")
-        self.critic = make_optimizer(cfg.critic_lr, self.decay_steps["critic"],
+        self.critic = make_optimizer(self.initial_rates["critic"], self.decay_steps["critic"],
                                      cfg.critic_lr_decay_rate, cfg.lr_staircase,
                                      cfg.adam_epsilon, "critic_adam")
         self.actor.build(nets.actor_variables)
@@ -55,6 +61,11 @@ class Optimizers:
             span = steps or max(1, plan.updates * plan.optimizer_steps_per_update)
             self.decay_steps[name].assign(float(span))
         return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
+
+    def set_rates(self, actor_lr: float, critic_lr: float) -> None:
+        """New initial rates for both schedules; the decay already made still applies."""
+        self.initial_rates["actor"].assign(float(actor_lr))
+        self.initial_rates["critic"].assign(float(critic_lr))
 
     def learning_rates(self):
         """The rates the next step applies (read before apply advances `iterations`)."""

@@ -139,7 +139,12 @@ class RayPool:
         # No runtime_env: the worker limits its own threads (worker.limit_threads), so it
         # starts in a plain worker process instead of waiting for Ray's runtime-env agent
         # to prepare one, which takes several times as long.
-        self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": "SPREAD"}
+        # Inside a placement group (a `dac tune` trial's), the workers take its bundles,
+        # so trials never take more than their groups hold; elsewhere they spread.
+        group = ray.util.get_current_placement_group()
+        strategy = ("SPREAD" if group is None else
+                    ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(group))
+        self._options = {"num_cpus": cfg.worker_cpus, "scheduling_strategy": strategy}
         self._cls = ray.remote(_PlacedRolloutWorker).options(**self._options)
         self.workers = [self._make_worker(i) for i in range(num_workers)]
         self._in_flight: dict[ray.ObjectRef, int] = {}

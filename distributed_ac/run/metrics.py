@@ -124,7 +124,7 @@ EVAL_SCALARS = ("eval/mean_return", "eval/std_return", "eval/mean_length")
 # worker acted with and pi the learner's before the update: 0 in sync mode, and how far
 # async mode's correction (V-trace) has to reach otherwise. (The mean ratio pi / mu
 # would say nothing: under mu its expectation is 1 whatever pi is.)
-_LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
+LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
                  "charts/learning_rate_critic": "learning_rate_critic",
                  "losses/actor": "actor_loss", "losses/critic": "critic_loss",
                  "losses/entropy": "entropy", "losses/approx_kl": "approx_kl",
@@ -149,8 +149,8 @@ class Interval:
         self.lengths: list[int] = []
 
     def add_update(self, learner_metrics: dict[str, float]) -> None:
-        for name, key in _LEARNER_KEYS.items():
-            if key in learner_metrics:  # see _LEARNER_KEYS
+        for name, key in LEARNER_KEYS.items():
+            if key in learner_metrics:  # see LEARNER_KEYS
                 self.updates[name].append(learner_metrics[key])
 
     def add_lags(self, lags: list[int]) -> None:
@@ -174,7 +174,7 @@ class Interval:
                "charts/mean_return_100": mean_return_100,
                "charts/episodic_length": _mean(self.lengths),
                "charts/SPS": sps,
-               **{name: _mean(self.updates[name]) for name in _LEARNER_KEYS},
+               **{name: _mean(self.updates[name]) for name in LEARNER_KEYS},
                "diag/policy_lag": _mean(self.lags),
                "diag/policy_lag_p50": self._lag(50), "diag/policy_lag_p95": self._lag(95),
                "diag/policy_lag_max": self._lag(100),

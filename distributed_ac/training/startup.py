@@ -65,7 +65,8 @@ def _without_matplotlib():
             del sys.modules["matplotlib"]
 
 
-def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool, stop=None):
+def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool, stop=None,
+                           learner=None):
     """Import TensorFlow, build the Learner and warm its step up on a thread while this
     one starts Ray and the workers, so that the two overlap instead of adding up. Ray
     stays on the main thread: the servers it starts die with the thread that started
@@ -76,7 +77,10 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
     back everything Ray starts (benchmarks/RESULTS.md, start-up).
 
     `stop` (train.StopSignals) turns Ctrl-C into a flag while both threads import: it is
-    checked here between steps and raises errors.Interrupted (see there for why)."""
+    checked here between steps and raises errors.Interrupted (see there for why).
+    A `learner` built already is used as it is."""
+    if learner is not None:
+        return make_pool(cfg, address, dashboard), learner
     load_ray(cfg, address)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
         building = ex.submit(_warm_learner, cfg, space, local_learner_threads(cfg, address))
@@ -104,6 +108,11 @@ def local_learner_threads(cfg: Config, address: str | None) -> int | None:
     cpus = os.cpu_count() or 1
     workers = cfg.num_workers or auto_workers(cfg, cpus, local=True)
     return learner_tf_threads(cfg, workers, cpus, local=not address)
+
+
+def build_learner(cfg: Config, space, threads: int | None):
+    """A Learner for `cfg`, its step traced and warmed up, on `threads` TensorFlow threads."""
+    return _warm_learner(cfg, space, threads)
 
 
 def _warm_learner(cfg: Config, space, threads: int | None):

@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
@@ -36,6 +37,7 @@ from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
 from distributed_ac.run import rundir
 from distributed_ac.run.metrics import (
+    LEARNER_KEYS,
     ConsoleProgress,
     Interval,
     MetricsLog,
@@ -49,16 +51,23 @@ from distributed_ac.training.state import RunState
 
 log = logging.getLogger(__name__)
 
+# on_update(row, save): called after every applied update with the run's counters and
+# that update's learner metrics (`row`); `save()` writes a checkpoint now and returns its
+# path. Hyperparameter search (tuning/) reports to Ray Tune through it.
+UpdateHook = Callable[[dict, Callable[[], str]], None]
+
 
 def train(cfg: Config, address: str | None = None, dashboard: bool = False,
           progress: ConsoleProgress | None = None, run_dir: str | os.PathLike | None = None,
-          resume: bool = False, overwrite: bool = False, note: str | None = None) -> dict:
+          resume: bool = False, overwrite: bool = False, note: str | None = None,
+          on_update: UpdateHook | None = None, learner=None) -> dict:
     """Train until the env-step budget, `stop_at_return` or a stop signal; return a summary.
 
     Everything the run writes goes to `run_dir` (default runs/<env>-<time>); with `resume`,
     the run there continues from its newest checkpoint. `note` (dac train: the preset the
     config started from) goes to stderr once the checks have passed, so that bad input
-    still gets one line.
+    still gets one line. `on_update`: see UpdateHook. `learner`: one already built for
+    this config (startup.build_learner), which a resume then restores.
     """
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
@@ -73,12 +82,13 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     if note:
         print(note, file=sys.stderr, flush=True)
     with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
-        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop)
+        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
         try:
             stop.reclaim()
             stop.check_startup()
             run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
-            with Trainer(cfg, run, pool, space, resume, progress, learner) as trainer:
+            with Trainer(cfg, run, pool, space, resume, progress, learner,
+                         on_update) as trainer:
                 for info in pool.placement():
                     trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
                                           f"node {info['node_ip']} ({info['node']}), "
@@ -103,11 +113,13 @@ class Trainer:
     """One session of a run: the loop over pool and learner, and what records it."""
 
     def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
-                 progress: ConsoleProgress | None, learner=None):
+                 progress: ConsoleProgress | None, learner=None,
+                 on_update: UpdateHook | None = None):
         from distributed_ac.learning.learner import Learner
         from distributed_ac.run.checkpoint import Checkpointer
 
         self.cfg, self.run, self.pool = cfg, run, pool
+        self.on_update = on_update
         self.learner = Learner(cfg, space) if learner is None else learner
         self.plan = pool.plan
         self.num_workers = self.plan.workers
@@ -245,11 +257,32 @@ class Trainer:
         if c.updates % self.cfg.checkpoint_every == 0:
             self._report(force=True)  # the row's clock is the one the checkpoint keeps
             self.ckpt.save()
+        if self.on_update is not None:
+            self.on_update(self._update_row(metrics), self._save_now)
         ref = self.pool.publish(self.learner.weights())
         if self.evals is not None:  # here, where no learner step is under way
             self._tick()
             self.evals.after_update(c, ref)
         return ref
+
+    def _update_row(self, learner_metrics: dict) -> dict:
+        """The counters after an update and its learner metrics, by metrics-row name."""
+        self._tick()
+        c = self.state.counters
+        last_eval = self.evals.last if self.evals is not None else None
+        evaluated = ({f"eval/{k}": last_eval[k] for k in ("mean_return", "std_return",
+                                                         "mean_length")}
+                     if last_eval is not None else {})  # from the newest evaluation done
+        return {"env_steps": c.env_steps, "updates": c.updates, "wall_s": c.wall_s,
+                "episodes": self.state.stats.episodes,
+                "charts/mean_return_100": self.state.stats.mean_return, **evaluated,
+                **{name: learner_metrics[key] for name, key in LEARNER_KEYS.items()
+                   if key in learner_metrics}}
+
+    def _save_now(self) -> str:
+        """A checkpoint of the state as it is now (the newest one, if already written)."""
+        self.ckpt.save()
+        return self.ckpt.latest
 
     def _tick(self) -> float:
         """Bring the clock and restart counters up to date; return this session's steps/s."""

@@ -260,6 +260,9 @@ class FakeTuneSession:
     def trial_dir(self):
         return self.dir
 
+    def trial_index(self) -> int:
+        return 0
+
     def report(self, metrics: dict, checkpoint_dir) -> None:
         import shutil
 

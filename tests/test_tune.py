@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +51,8 @@ def test_a_space_of_each_kind_parses_with_ints_drawn_for_int_fields():
     ({"num_envs": {"uniform": [8.5, 16]}}, "bounds must be ints"),
     ({"activation": {"choice": ["tanh", "cosine"]}}, "activation"),
     ({"serial": {"choice": [True, False]}}, "cannot be searched over"),
+    ({"gamma": {"uniform": [0.9, 0.99], "start": 1.5}}, "gamma must be in [0, 1]"),
+    ({"num_envs": {"grid": [8, 16], "start": 8}}, "start goes with choice"),
 ])
 def test_a_bad_space_is_one_config_error_naming_the_problem(data, names):
     with pytest.raises(ConfigError) as e:
@@ -62,9 +63,7 @@ def test_a_bad_space_is_one_config_error_naming_the_problem(data, names):
 def test_the_default_metric_is_the_training_mean_without_evaluation_and_eval_with_it():
     assert default_metric(Config()) == TRAIN_METRIC
 
-    # a config that evaluates during training (the field a later version may add)
-    evaluating = types.SimpleNamespace(**dataclasses.asdict(Config()), eval_every=10)
-    assert default_metric(evaluating) == "eval/mean_return"
+    assert default_metric(Config(eval_every=10)) == "eval/mean_return"
     spec = TuneSpec(base=Config(), space=parse_space(SPACE, Config()), metric="eval/mean_return")
     with pytest.raises(UsageError, match="do not evaluate"):
         spec.check()
@@ -192,8 +191,10 @@ def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str, st
 def experiment(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("tune")
     exp = tmp / "exp"
+    # evaluating during training: the metric defaults to the evaluation mean
     code, out, err = finished(dac("tune", "--space", write(tmp, "space.yaml", GRID),
-                                  "--num-samples", "1", "--exp-dir", str(exp), *SMALL))
+                                  "--num-samples", "1", "--exp-dir", str(exp), *SMALL,
+                                  "--eval-every", "4", "--eval-episodes", "2"))
     assert code == 0, err[-3000:]
     assert json.loads(out.splitlines()[-1])["best_config"] == str(exp / "best.yaml")
     return exp
@@ -207,13 +208,16 @@ def rows(exp: Path) -> list[dict]:
 def test_two_trials_train_to_their_budget_and_write_every_output(experiment):
     table = rows(experiment)
     assert sorted(r["entropy_coef"] for r in table) == [0.0, 0.01]
+    # a report every 2 updates once the first evaluation (update 4) is in: at most 7
     assert all(r["status"] == "OK" and r["env_steps"] == 2048 and r["updates"] == 16
-               and r["training_iteration"] == 8 and r[TRAIN_METRIC] > 0 for r in table)
+               and 1 <= r["training_iteration"] <= 7 and r[TRAIN_METRIC] > 0 for r in table)
+    assert all(r["eval/mean_return"] > 0 for r in table)  # the metric the trials report
     assert (experiment / "results.csv").read_text().count("\n") == 3
     assert (experiment / "curves.png").read_bytes()[:4] == b"\x89PNG"
     # each trial trained with this package's trial settings: serial, one TF thread
     trial_cfgs = [load_yaml(p) for p in experiment.glob("run_trial_*/run/config.yaml")]
     assert len(trial_cfgs) == 2 and all(c.serial and c.learner_threads == 1 for c in trial_cfgs)
+    assert sorted(c.seed for c in trial_cfgs) == [0, 1]  # base seed + the trial's number
 
 
 @pytest.mark.e2e
@@ -295,3 +299,9 @@ def test_asha_and_pbt_are_built_from_the_spec_with_the_space_as_tunes_distributi
     assert set(pbt._hyperparam_mutations) == {"actor_lr", "rollout_length"}
     ints = experiment.param_space(spec)["rollout_length"]
     assert (ints.lower, ints.upper) == (8, 33)  # high included
+    # a start: every trial begins there, and PBT explores the distribution from it
+    started = parse_space({"actor_lr": {"loguniform": [1e-4, 1e-2], "start": 5e-3}}, base)
+    spec = dataclasses.replace(spec, space=started, scheduler="pbt")
+    assert experiment.param_space(spec) == {"actor_lr": 5e-3}
+    mutation = experiment.scheduler(spec)._hyperparam_mutations["actor_lr"]
+    assert (mutation.lower, mutation.upper) == (1e-4, 1e-2)

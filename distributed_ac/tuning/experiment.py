@@ -32,7 +32,9 @@ def domain(d: Dimension):
 
 
 def param_space(spec: TuneSpec) -> dict:
-    return {name: domain(d) for name, d in spec.space.items()}
+    """Each trial's first values: drawn from the distributions, or a dimension's start."""
+    return {name: d.start if d.start is not None else domain(d)
+            for name, d in spec.space.items()}
 
 
 def scheduler(spec: TuneSpec):

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 from distributed_ac.config.schema import dump_yaml
+from distributed_ac.tuning.space import TRAIN_METRIC
 from distributed_ac.tuning.spec import TuneSpec
 
 COUNTERS = ("env_steps", "updates", "training_iteration")
@@ -23,7 +24,7 @@ COUNTERS = ("env_steps", "updates", "training_iteration")
 
 def trial_rows(results, spec: TuneSpec) -> list[dict]:
     """One plain row per trial, in Tune's order: trial id, status, the searched values,
-    the metric's last value and the trial's counters."""
+    the metric's last value (and the training mean's), and the trial's counters."""
     rows = []
     for r in results:
         m = r.metrics or {}
@@ -31,6 +32,7 @@ def trial_rows(results, spec: TuneSpec) -> list[dict]:
                "status": "ERROR" if r.error else "OK",
                **{name: r.config.get(name) for name in spec.space},
                spec.metric: _number(m.get(spec.metric)),
+               TRAIN_METRIC: _number(m.get(TRAIN_METRIC)),  # beside an evaluation metric
                **{k: m.get(k) for k in COUNTERS}}
         rows.append(row)
     return rows

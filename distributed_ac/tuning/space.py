@@ -8,7 +8,10 @@ A space is a YAML mapping of Config field -> one distribution:
     num_envs: {grid: [8, 16]}
 
 choice and grid take a list of values; uniform and loguniform take [low, high] (on an
-int field they draw ints, high included). Every value, and both bounds of a range, must
+int field they draw ints, high included). `start: value` beside a distribution makes
+every trial start from that value, and the distribution is then only what PBT explores:
+
+    actor_lr: {loguniform: [3.0e-5, 3.0e-3], start: 3.0e-3}   # all start 10x too high Every value, and both bounds of a range, must
 make a valid Config over the base config, so a bad space is refused before any trial
 starts. This module imports neither Ray nor TensorFlow; tuning/experiment.py turns a
 SearchSpace into Ray Tune's distributions.
@@ -48,6 +51,7 @@ class Dimension:
     kind: str  # one of KINDS
     values: tuple  # choice/grid: the values; uniform/loguniform: (low, high)
     integer: bool  # an int field: ranges draw ints
+    start: object = None  # every trial's first value (PBT explores from it); None: drawn
 
 
 SearchSpace = dict[str, Dimension]
@@ -81,22 +85,28 @@ def parse_space(data, base: Config, where: str = "search space") -> SearchSpace:
 
 
 def _dimension(name: str, spec, base: Config, where: str) -> Dimension:
+    spec = dict(spec) if isinstance(spec, dict) else spec
+    start = spec.pop("start", None) if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in KINDS:
-        raise ConfigError(f"{where}: {name} must be one of {{{': ..., '.join(KINDS)}: ...}}")
+        raise ConfigError(f"{where}: {name} must be one of {{{': ..., '.join(KINDS)}: ...}}"
+                          " (and optionally start: value)")
     kind, values = next(iter(spec.items()))
+    if start is not None and kind == "grid":
+        raise ConfigError(f"{where}: {name}: a grid visits every value; start goes with "
+                          "choice, uniform or loguniform")
     if not isinstance(values, list) or not values:
         raise ConfigError(f"{where}: {name}: {kind} needs a non-empty list")
     hint = typing.get_type_hints(Config)[name]
     integer = hint is int
     if kind in ("uniform", "loguniform"):
         values = _range(name, kind, values, integer, where)
-    for v in values:  # each value (each bound) must make a valid Config
-        try:
+    for v in (*values, *([start] if start is not None else [])):  # each must make a
+        try:                                                          # valid Config
             from_dict({name: v}, base)
         except ConfigError as e:
             raise ConfigError(f"{where}: {name}: {e}") from None
     return Dimension(name, kind, tuple(tuple(v) if isinstance(v, list) else v for v in values),
-                     integer)
+                     integer, start)
 
 
 def _range(name: str, kind: str, values: list, integer: bool, where: str) -> list:
@@ -116,9 +126,8 @@ def grid_size(space: SearchSpace) -> int:
 
 
 def evaluates(cfg: Config) -> bool:
-    """Whether the config evaluates the policy during training (a field a later version
-    may add; a config without it never does)."""
-    return bool(getattr(cfg, "eval_every", 0))
+    """Whether the config evaluates the policy during training (--eval-every)."""
+    return cfg.eval_every > 0
 
 
 def default_metric(cfg: Config) -> str:

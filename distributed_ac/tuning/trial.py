@@ -58,6 +58,11 @@ class TuneSession:
     def trial_dir(self) -> Path:
         return Path(self._tune.get_context().get_trial_dir())
 
+    def trial_index(self) -> int:
+        """The trial's number in its experiment (Tune's trial ids end in it: "_00003")."""
+        tail = self._tune.get_context().get_trial_id()[-5:]
+        return int(tail) if tail.isdigit() else 0
+
     def report(self, metrics: dict, checkpoint_dir: Path) -> None:
         self._tune.report(metrics, checkpoint=self._tune.Checkpoint.from_directory(
             str(checkpoint_dir)))
@@ -80,6 +85,8 @@ def run_trial(sampled: dict, spec: TuneSpec, session: TuneSession | None = None)
 
     session = session or TuneSession()
     cfg = trial_config(spec, sampled)
+    if "seed" not in sampled:  # trials that start alike are still different runs
+        cfg = dataclasses.replace(cfg, seed=cfg.seed + session.trial_index())
     run_dir = session.trial_dir() / RUN
     resume = _unpack_start(session, run_dir)
     reporter = Reporter(session, spec.report_every, run_dir, spec.metric)

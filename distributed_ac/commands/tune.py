@@ -29,7 +29,7 @@ from distributed_ac.tuning.spec import SPEC_FILE, TuneSpec, load_spec
 class TuneArgs:
     cfg: Annotated[Config, tyro.conf.arg(name="")]
     space: Optional[Path] = None
-    """YAML search space: config field -> {choice | grid: [values]} or {uniform | loguniform: [low, high]}."""
+    """YAML search space: config field -> {choice | grid: [values]} or {uniform | loguniform: [low, high]}, optionally with start: value (every trial's first value; PBT explores from it)."""
     config: Optional[Path] = None
     """YAML file of config fields for every trial; command-line flags override it."""
     metric: Optional[str] = None

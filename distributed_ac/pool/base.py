@@ -86,3 +86,28 @@ class Evaluation(Protocol):
 
     def close(self) -> None:
         """Drop any evaluation under way and release the actor."""
+
+
+class OneAtATime:
+    """The part both Evaluations share: one evaluation in flight (self._flight, set by
+    start), `result` looking without waiting and `wait` taking it. A subclass says when
+    its flight is done (_done) and how its outcome is read (_take)."""
+
+    _flight = None
+
+    def result(self) -> dict | None:
+        if self._flight is None or not self._done(self._flight):
+            return None
+        return self.wait()
+
+    def wait(self) -> dict | None:
+        if self._flight is None:
+            return None
+        flight, self._flight = self._flight, None
+        return self._take(flight)
+
+    def _done(self, flight) -> bool:
+        raise NotImplementedError
+
+    def _take(self, flight) -> dict:
+        raise NotImplementedError

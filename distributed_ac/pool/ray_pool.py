@@ -20,6 +20,7 @@ from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import ClusterError, NonFiniteError, WorkerFailure
+from distributed_ac.pool.base import OneAtATime
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +381,7 @@ class RayPool:
         self._in_flight.clear()
 
 
-class RayEvaluation:
+class RayEvaluation(OneAtATime):
     """pool.Evaluation as a Ray actor of its own: it plays while the workers sample and
     the learner trains, and the driver only looks whether it is done (ray.wait, no wait).
 
@@ -400,15 +401,10 @@ class RayEvaluation:
             self._actor = self._cls.remote(self.cfg, limit_cpus=True)
         self._flight = self._actor.evaluate.remote(weights, episodes, deterministic)
 
-    def result(self) -> dict | None:
-        if self._flight is None or not ray.wait([self._flight], timeout=0)[0]:
-            return None
-        return self.wait()
+    def _done(self, flight: ray.ObjectRef) -> bool:
+        return bool(ray.wait([flight], timeout=0)[0])
 
-    def wait(self) -> dict | None:
-        if self._flight is None:
-            return None
-        flight, self._flight = self._flight, None
+    def _take(self, flight: ray.ObjectRef) -> dict:
         try:
             return ray.get(flight)
         except ray.exceptions.RayActorError as e:  # killed, node lost: a new one next time

@@ -13,6 +13,7 @@ from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.pool.base import OneAtATime
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class SerialPool:
             w.close()
 
 
-class ThreadEvaluation:
+class ThreadEvaluation(OneAtATime):
     """pool.Evaluation on a thread of this process: the driver loop goes on while it plays.
 
     The Evaluator (NumPy and its own env) shares nothing with the workers or the learner,
@@ -142,15 +143,10 @@ class ThreadEvaluation:
         self._flight = self._thread.submit(
             lambda: self._evaluator.result().evaluate(weights, episodes, deterministic))
 
-    def result(self) -> dict | None:
-        if self._flight is None or not self._flight.done():
-            return None
-        return self.wait()
+    def _done(self, flight: Future) -> bool:
+        return flight.done()
 
-    def wait(self) -> dict | None:
-        if self._flight is None:
-            return None
-        flight, self._flight = self._flight, None
+    def _take(self, flight: Future) -> dict:
         try:
             return flight.result()
         except Exception as e:  # an env that fails here fails the evaluation, not the run

@@ -238,28 +238,55 @@ def test_the_best_config_is_a_preset_dac_train_takes_as_it_is(experiment):
     assert parse_train_args(["--config", str(experiment / "best.yaml")]).cfg == cfg
 
 
-@pytest.mark.e2e
-def test_an_interrupted_experiment_resumes_each_trial_from_its_checkpoint(tmp_path):
-    import csv
-
-    gate = tmp_path / "gate"  # while it exists, the trials' envs hold after 1024 steps
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> dict:
+    """An experiment sent SIGINT once both trials have reported twice or more (they hold
+    at 1024 env steps while the gate file exists): its exit code, stdout, stderr, and
+    its files and results rows as the interruption left them."""
+    tmp = tmp_path_factory.mktemp("interrupted")
+    gate = tmp / "gate"  # while it exists, the trials' envs hold after 1024 steps
     gate.write_text("")
-    exp = tmp_path / "exp"
-    argv = ["tune", "--space", write(tmp_path, "space.yaml", GRID), "--num-samples", "1",
-            "--exp-dir", str(exp), "--env", "fakes:GatedCartPole", *SMALL]
-    proc = dac(*argv, env={"DAC_TEST_GATE": str(gate)})
+    exp = tmp / "exp"
+    proc = dac("tune", "--space", write(tmp, "space.yaml", GRID), "--num-samples", "1",
+               "--exp-dir", str(exp), "--env", "fakes:GatedCartPole", *SMALL,
+               env={"DAC_TEST_GATE": str(gate)})
     try:
-        interrupt_when_both_hold(proc, exp)
+        code, out, err = interrupt_when_both_hold(proc, exp)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert not (exp / "results.jsonl").exists() or any(
-        r["env_steps"] < 2048 for r in rows(exp))  # it stopped short of the budget
+    return {"exp": exp, "gate": gate, "code": code, "out": out, "err": err,
+            "files": {p.name for p in exp.iterdir()},
+            "rows": rows(exp) if (exp / "results.jsonl").exists() else []}
+
+
+@pytest.mark.e2e
+def test_a_ctrl_c_search_writes_its_results_so_far_says_how_to_go_on_and_exits_130(interrupted):
+    exp, err = interrupted["exp"], interrupted["err"]
+    assert interrupted["code"] == 130, err[-3000:]  # as dac train's: 128 + SIGINT
+    assert err.splitlines()[-1] == (f"dac: interrupted by SIGINT: the results so far are in "
+                                    f"{exp}; continue the search with: dac tune --resume {exp}")
+    assert err.count("dac tune --resume") == 1 and "dac: error" not in err
+    assert {"results.jsonl", "results.csv", "best.yaml", "curves.png"} <= interrupted["files"]
+    table = interrupted["rows"]
+    assert sorted(r["entropy_coef"] for r in table) == [0.0, 0.01]
+    assert all(512 <= r["env_steps"] <= 1024 for r in table)  # held short of the budget
+    summary = json.loads(interrupted["out"].splitlines()[-1])
+    assert summary["stopped_by"] == "SIGINT" and summary["trials"] == 2
+    assert summary["best_trial"] in {r["trial"] for r in table}
+
+
+@pytest.mark.e2e
+def test_an_interrupted_experiment_resumes_each_trial_from_its_checkpoint(interrupted):
+    import csv
+
+    exp, gate = interrupted["exp"], interrupted["gate"]
     gate.unlink()
-    code, _, err = finished(dac("tune", "--resume", str(exp),
-                                env={"DAC_TEST_GATE": str(gate)}))
+    code, out, err = finished(dac("tune", "--resume", str(exp),
+                                  env={"DAC_TEST_GATE": str(gate)}))
     assert code == 0, err[-3000:]
     assert [r["env_steps"] for r in rows(exp)] == [2048, 2048]
+    assert json.loads(out.splitlines()[-1])["stopped_by"] is None
     for progress in exp.glob("run_trial_*/progress.csv"):
         reports = list(csv.DictReader(progress.open()))
         # one count throughout: 256 env steps a report, from the checkpoint on after resume
@@ -269,8 +296,9 @@ def test_an_interrupted_experiment_resumes_each_trial_from_its_checkpoint(tmp_pa
         assert restored and int(restored[-1]["env_steps"]) == 2048
 
 
-def interrupt_when_both_hold(proc: subprocess.Popen, exp: Path) -> None:
-    """SIGINT once both trials have reported twice or more (they hold at 1024 steps)."""
+def interrupt_when_both_hold(proc: subprocess.Popen, exp: Path) -> tuple[int, str, str]:
+    """SIGINT once both trials have reported twice or more (they hold at 1024 steps);
+    the exit code, stdout and stderr."""
     import signal
     import time
 
@@ -283,7 +311,49 @@ def interrupt_when_both_hold(proc: subprocess.Popen, exp: Path) -> None:
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    finished(proc, timeout=300)
+    return finished(proc, timeout=300)
+
+
+def test_sigint_and_sigterm_stop_a_search_by_tunes_own_stop_and_abort_before_it_listens():
+    """experiment.SearchStop, in-process with a stand-in for the handler Tune's fit
+    installs (for SIGUSR1, and for SIGINT unless told not to): no Ray."""
+    import signal
+
+    from distributed_ac.core.errors import Interrupted
+    from distributed_ac.tuning.experiment import SearchStop
+
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    before = {s: signal.getsignal(s) for s in watched}
+    disable = os.environ.get(SearchStop.DISABLE)
+    stops = []
+
+    def tune_stop(signum, frame):  # sets Tune's "interrupted" event; the loop ends
+        stops.append(signum)
+
+    for first in (signal.SIGTERM, signal.SIGINT):
+        stops.clear()
+        with SearchStop() as stop:
+            assert os.environ[SearchStop.DISABLE] == "1"  # Tune leaves SIGINT to us
+            signal.signal(signal.SIGUSR1, tune_stop)  # what fit does once it starts
+            signal.raise_signal(first)
+            assert stop.received == first and stops == [signal.SIGUSR1]
+            signal.raise_signal(signal.SIGTERM)  # more SIGTERMs change nothing
+            assert stop.received == first and len(stops) == 2
+        assert {s: signal.getsignal(s) for s in watched} == before
+        assert os.environ.get(SearchStop.DISABLE) == disable
+    with pytest.raises(KeyboardInterrupt), SearchStop():  # a second Ctrl-C aborts at once
+        signal.signal(signal.SIGUSR1, tune_stop)
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+    # before Tune listens (no trial has run yet), either aborts at once, with its own code
+    with pytest.raises(KeyboardInterrupt), SearchStop():
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGINT)
+    with pytest.raises(Interrupted) as e, SearchStop():
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+    assert e.value.signum == signal.SIGTERM
+    assert {s: signal.getsignal(s) for s in watched} == before
 
 
 def test_asha_and_pbt_are_built_from_the_spec_with_the_space_as_tunes_distributions():

@@ -4,8 +4,9 @@ their name, imported only once the flags are good); flags come from tyro.
 
 Exit codes: 0 success, 2 bad input (config, env, flags, run directory, checkpoint),
 1 anything unexpected, 128 + N when `dac train` was stopped by signal N (130 for Ctrl-C,
-143 for SIGTERM) after writing its checkpoint, and 130 for Ctrl-C during start-up. Bad
-input is reported as one line on stderr, never as a traceback.
+143 for SIGTERM) after writing its checkpoint, or `dac tune` after writing the results
+so far, and 130 for Ctrl-C during start-up. Bad input is reported as one line on
+stderr, never as a traceback.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a file the OS refused mid-way (disk full, permissions changed)
         print(f"dac: error: {e}", file=sys.stderr)
         return 1
-    except Interrupted as e:  # a stop signal while `dac train` started up
+    except Interrupted as e:  # a stop signal while `dac train` (or a search) started up
         print("dac: interrupted", file=sys.stderr)
         return 128 + e.signum
     except KeyboardInterrupt:  # Ctrl-C in any other command, or before train's handlers

@@ -98,7 +98,8 @@ def experiment_dir(args: TuneArgs) -> Path:
 
 
 def run(argv: list[str]) -> int:
-    """`dac tune ARGV`: search, write the outputs, print the table and a JSON summary."""
+    """`dac tune ARGV`: search, write the outputs, print the table and a JSON summary;
+    stopped by a signal (Tune's graceful stop), the same with what ran, and 128 + N."""
     args = parse_tune_args(argv)
     if args.resume:
         exp_dir, spec = args.resume, load_spec(args.resume)
@@ -111,11 +112,17 @@ def run(argv: list[str]) -> int:
     ray_pool.load(local=not args.address)  # before Tune imports Ray: loopback when local
     from distributed_ac.tuning import experiment, results
 
-    grid = experiment.run(spec, exp_dir, args.address, resume=args.resume is not None)
-    trials = list(grid)
-    summary = results.write_outputs(trials, spec, exp_dir)
+    trials, stopped_by = experiment.run(spec, exp_dir, args.address,
+                                        resume=args.resume is not None)
+    summary = {**results.write_outputs(trials, spec, exp_dir),
+               "stopped_by": stopped_by.name if stopped_by else None}
     rows = results.trial_rows(trials, spec)
     print(results.table(rows, spec, results.best_index(rows, spec)), file=sys.stderr)
     shutdown_ray()
+    if stopped_by:  # after Ray's last words, so that this line ends stderr
+        print(f"dac: interrupted by {stopped_by.name}: the results so far are in {exp_dir}; "
+              f"continue the search with: dac tune --resume {exp_dir}", file=sys.stderr)
     print(json.dumps(summary), flush=True)
+    if stopped_by:  # as `dac train` stopped by a signal: a script tells it from an end
+        return 128 + stopped_by.value
     return 0 if summary["best_trial"] is not None else 1

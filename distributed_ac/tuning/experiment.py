@@ -1,5 +1,5 @@
 """The search itself, on Ray Tune: the space as Tune's distributions, the scheduler,
-each trial's placement group, and Tune's restore for `--resume`.
+each trial's placement group, Tune's restore for `--resume`, and stop signals.
 
 Ray is started (or joined) by the pool's Ray module, as for `dac train`; every trial is
 one call of tuning.trial.run_trial in a Tune actor placed in its own placement group
@@ -8,12 +8,16 @@ one call of tuning.trial.run_trial in a Tune actor placed in its own placement g
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
 
+from distributed_ac.core.errors import Interrupted
 from distributed_ac.pool import ray_pool
+from distributed_ac.training.signals import StopSignals
 from distributed_ac.tuning.space import Dimension
 from distributed_ac.tuning.spec import TuneSpec
 from distributed_ac.tuning.trial import run_trial, trial_config
@@ -71,26 +75,74 @@ def start(address: str | None, cpus_needed: int) -> None:
                        num_cpus=None if address else max(os.cpu_count() or 1, cpus_needed))
 
 
-def run(spec: TuneSpec, exp_dir: Path, address: str | None, resume: bool = False):
-    """Run (or, with `resume`, continue) the experiment in exp_dir; return Tune's ResultGrid."""
-    start(address, int(sum(b["CPU"] for b in spec.trial_cpus(spec.base)) + 0.999))
-    exp_dir = exp_dir.absolute()
+class SearchStop(StopSignals):
+    """SIGINT and SIGTERM during `tuner.fit()`: Tune's own graceful stop, and which signal.
+
+    On SIGINT Tune stops a search by itself (the experiment state saved, the unfinished
+    trials left for Tuner.restore, i.e. `dac tune --resume`), but fit then returns its
+    ResultGrid as a finished search's, with nothing saying it was stopped. So Tune is
+    told to leave SIGINT alone (TUNE_DISABLE_SIGINT_HANDLER, read when fit starts) and
+    these handlers record the signal and call Tune's stop themselves: the handler fit
+    installs for SIGUSR1, the same function it would have installed for SIGINT
+    (ray/tune/tune.py, _setup_signal_catching). SIGTERM (a scheduler's stop), which would
+    meet Ray's handler (Ray killed, exit 1, nothing written), stops the search alike.
+    Until fit's handler is in place no trial has run and there is nothing to write, so a
+    signal aborts at once; so does a second Ctrl-C, as with Tune's own handler.
+    """
+
+    DISABLE = "TUNE_DISABLE_SIGINT_HANDLER"
+
+    def __enter__(self) -> "SearchStop":
+        self._env = os.environ.get(self.DISABLE)
+        os.environ[self.DISABLE] = "1"
+        self._usr1 = signal.getsignal(signal.SIGUSR1)
+        return super().__enter__()
+
+    def _handle(self, signum, frame) -> None:
+        tune_stop = signal.getsignal(signal.SIGUSR1)
+        again = self.received is not None
+        self.received = self.received or signal.Signals(signum)
+        if not callable(tune_stop) or (again and signum == signal.SIGINT):
+            raise KeyboardInterrupt  # abort; after a SIGTERM, __exit__ says which signal
+        tune_stop(signal.SIGUSR1, frame)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        super().__exit__(exc_type, exc, tb)
+        signal.signal(signal.SIGUSR1, self._usr1)  # fit leaves its handler in place
+        if self._env is None:
+            os.environ.pop(self.DISABLE, None)
+        else:
+            os.environ[self.DISABLE] = self._env
+        if exc_type is KeyboardInterrupt and self.received == signal.SIGTERM:
+            raise Interrupted(signal.SIGTERM) from None  # `dac` exits 128 + 15, as train
+
+
+def tuner(spec: TuneSpec, exp_dir: Path, resume: bool):
+    """The Tuner of a new experiment in exp_dir, or (`resume`) of the one there."""
     if resume:
-        tuner = tune.Tuner.restore(str(exp_dir), trainable=trainable(spec),
-                                   resume_unfinished=True, resume_errored=True)
-    else:
-        tuner = tune.Tuner(
-            trainable(spec), param_space=param_space(spec),
-            tune_config=tune.TuneConfig(
-                metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
-                scheduler=scheduler(spec), max_concurrent_trials=spec.max_concurrent or None,
-                # PBT restarts a trial from another's checkpoint: on the same actor its
-                # learner is reused (trial.py), with no TensorFlow import or retracing
-                reuse_actors=spec.scheduler == "pbt"),
-            run_config=tune.RunConfig(
-                name=exp_dir.name, storage_path=str(exp_dir.parent), verbose=1,
-                # PBT restores a trial from another's recent checkpoint: keep a few more
-                checkpoint_config=tune.CheckpointConfig(
-                    num_to_keep=5 if spec.scheduler == "pbt" else 2),
-                failure_config=tune.FailureConfig(max_failures=0)))
-    return tuner.fit()
+        return tune.Tuner.restore(str(exp_dir), trainable=trainable(spec),
+                                  resume_unfinished=True, resume_errored=True)
+    return tune.Tuner(
+        trainable(spec), param_space=param_space(spec),
+        tune_config=tune.TuneConfig(
+            metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
+            scheduler=scheduler(spec), max_concurrent_trials=spec.max_concurrent or None,
+            # PBT restarts a trial from another's checkpoint: on the same actor its
+            # learner is reused (trial.py), with no TensorFlow import or retracing
+            reuse_actors=spec.scheduler == "pbt"),
+        run_config=tune.RunConfig(
+            name=exp_dir.name, storage_path=str(exp_dir.parent), verbose=1,
+            # PBT restores a trial from another's recent checkpoint: keep a few more
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=5 if spec.scheduler == "pbt" else 2),
+            failure_config=tune.FailureConfig(max_failures=0)))
+
+
+def run(spec: TuneSpec, exp_dir: Path, address: str | None, resume: bool = False):
+    """Run (or, with `resume`, continue) the experiment in exp_dir; return Tune's results
+    (one per trial) and the stop signal that ended the search early (None: it ran to its
+    end)."""
+    start(address, int(sum(b["CPU"] for b in spec.trial_cpus(spec.base)) + 0.999))
+    with SearchStop() as stop:  # after Ray's start: its SIGTERM handler is replaced
+        grid = tuner(spec, exp_dir.absolute(), resume).fit()
+    return list(grid), stop.received

@@ -1,8 +1,8 @@
 """Evaluation during training (--eval-every): rows of K episodes' statistics in
 metrics.jsonl, TensorBoard and the summary; the best evaluation's networks kept as best/,
-which `dac evaluate --best` scores alike; one evaluation in flight at a time, never
-waited for by the loop; training untouched by it (serial mode, bit for bit); the best
-kept across a resume."""
+which `dac evaluate --best` scores alike and `dac export --best` serves; one evaluation
+in flight at a time, never waited for by the loop; training untouched by it (serial
+mode, bit for bit); the best kept across a resume."""
 
 import io
 import json
@@ -92,6 +92,34 @@ def test_the_best_evaluation_survives_a_resume(tmp_path):
     assert json.loads(record.read_text()) == best
     assert sorted(p.name for p in (path / "best").iterdir()) == kept
     assert resumed["eval_best_mean_return"] == 1e9
+
+
+def test_export_best_serves_the_best_evaluations_networks_not_the_newest(tmp_path, capsys):
+    import tensorflow as tf
+
+    from distributed_ac.acting.policy import Policy
+    from distributed_ac.commands.main import main
+
+    path = tmp_path / "run"
+    run(path, 4, eval_every=2, eval_episodes=2)
+    record = path / "best" / "best.json"  # nothing can beat it: best/ stays at update <= 4
+    record.write_text(json.dumps({**json.loads(record.read_text()), "mean_return": 1e9}))
+    run(path, 8, resume=True, eval_every=2, eval_episodes=2)
+    code = main(["export", str(path), "--best", "--out", str(tmp_path / "policy")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    _, space, best, best_path = load_trained(path, best=True)
+    assert json.loads(out.out.splitlines()[-1])["checkpoint"] == best_path
+    model = tf.saved_model.load(str(tmp_path / "policy"))
+    obs = np.random.default_rng(0).normal(size=(64, space.obs_dim)).astype(np.float32)
+    policy = Policy(space, best.spec)
+    policy.load(best.weights())
+    _, expected, _ = policy.act(obs, np.random.default_rng(0), deterministic=True)
+    np.testing.assert_array_equal(model.action(obs).numpy(), expected)
+    values = model.value(obs).numpy()
+    np.testing.assert_allclose(values, best.nets.critic(obs).numpy()[:, 0], rtol=1e-5, atol=1e-5)
+    newest = load_trained(path)[2]  # four updates on from the best: another critic
+    assert np.abs(values - newest.nets.critic(obs).numpy()[:, 0]).max() > 1e-3
 
 
 class HeldEvaluation:

@@ -20,19 +20,16 @@ import numpy as np
 from distributed_ac.acting.evaluation import first_seed, make_eval_env, play_episodes
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
-from distributed_ac.core.errors import MissingDependency, RunDirError, UsageError
+from distributed_ac.core.errors import MissingDependency, UsageError
 from distributed_ac.envs.vector import space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
-from distributed_ac.run.rundir import open_run, saved_config
+from distributed_ac.run.rundir import open_run, open_trained, saved_config
 
 
 def load_trained(run_dir: str | Path, best: bool = False):
     """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, or
     with `best` the best evaluation's (best/), on the CPU."""
-    run = open_run(run_dir, need_checkpoint=not best)  # a bad path: before TensorFlow loads
-    if best and not (run.best / "checkpoint").is_file():
-        raise RunDirError(f"no checkpoint in {run.best} (a run keeps one only when trained "
-                          "with --eval-every)")
+    run = open_trained(run_dir, best)  # a bad path: before TensorFlow loads
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.networks import checkpoint_objects

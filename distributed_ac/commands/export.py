@@ -164,8 +164,9 @@ def _as_vector_tf(obs: dict, entries):
     return tf.concat(parts, axis=1)
 
 
-def export(run_dir: str | Path, out: str | Path) -> dict:
-    """Write the newest checkpoint's policy and value function as a SavedModel at `out`."""
+def export(run_dir: str | Path, out: str | Path, best: bool = False) -> dict:
+    """Write the newest checkpoint's policy and value function (with `best`: the best
+    evaluation's during training) as a SavedModel at `out`."""
     from distributed_ac.commands.evaluate import load_trained
 
     out = Path(out)
@@ -173,7 +174,7 @@ def export(run_dir: str | Path, out: str | Path) -> dict:
                                               and not (out / "saved_model.pb").exists())):
         raise UsageError(f"--out {out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
-    cfg, space, learner, path = load_trained(run_dir)
+    cfg, space, learner, path = load_trained(run_dir, best)
     module = PolicyModule(learner.nets, space)
     tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,

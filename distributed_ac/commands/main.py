@@ -26,7 +26,7 @@ import tyro  # noqa: E402
 
 from distributed_ac.commands.flags import check_writable, parse_flags  # noqa: E402
 from distributed_ac.core.errors import BadInput, Interrupted, RunStopped, UsageError  # noqa: E402
-from distributed_ac.run.rundir import open_run  # noqa: E402
+from distributed_ac.run.rundir import open_trained  # noqa: E402
 from distributed_ac.training.startup import shutdown_ray  # noqa: E402
 
 USAGE = """usage: dac COMMAND [OPTIONS]
@@ -60,7 +60,7 @@ class EvaluateArgs:
 def cmd_evaluate(argv: list[str]) -> int:
     args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
                        description="Run a trained policy on fresh seeds; print its returns.")
-    open_run(args.run_dir, need_checkpoint=not args.best)  # a bad path: before TensorFlow loads
+    open_trained(args.run_dir, args.best)  # a bad path: before TensorFlow loads
     from distributed_ac.commands.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,
@@ -77,19 +77,21 @@ class ExportArgs:
     """Run directory written by dac train (its newest checkpoint is exported)."""
     out: Path
     """Directory for the SavedModel (new or empty, or a previous export to replace)."""
+    best: bool = False
+    """Export the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
 
 
 def cmd_export(argv: list[str]) -> int:
     args = parse_flags(ExportArgs, argv, prog="dac export",
                        description="Write a trained policy as a standalone TensorFlow SavedModel.")
-    open_run(args.run_dir)  # a bad path is reported before TensorFlow loads
+    open_trained(args.run_dir, args.best)  # a bad path is reported before TensorFlow loads
     check_writable(args.out / "saved_model.pb", "--out")
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.commands.export import export
 
-    print(json.dumps(export(args.run_dir, args.out)), flush=True)
+    print(json.dumps(export(args.run_dir, args.out, args.best)), flush=True)
     return 0
 
 

@@ -166,6 +166,16 @@ def open_run(path: str | os.PathLike, need_checkpoint: bool = True) -> RunDir:
     return run
 
 
+def open_trained(path: str | os.PathLike, best: bool = False) -> RunDir:
+    """A run to read a trained policy from: its newest checkpoint, or with `best` the
+    best evaluation's (best/), which only runs trained with eval_every keep."""
+    run = open_run(path, need_checkpoint=not best)
+    if best and not (run.best / "checkpoint").is_file():
+        raise RunDirError(f"no checkpoint in {run.best} (a run keeps one only when trained "
+                          "with --eval-every)")
+    return run
+
+
 def saved_config(run: RunDir) -> Config:
     """The Config a run was trained with (safe YAML loading; errors are one line)."""
     try:

@@ -175,12 +175,9 @@ class NoLearner:
         return dataclasses.replace(w, version=self.policy_version)
 
 
-def simulate(workers: int, args) -> dict:
-    from distributed_ac.learning.learner import Learner
-    from distributed_ac.training.signals import StopSignals
-    from distributed_ac.training.trainer import Trainer
-
-    ray = ray_pool.load(local=True)
+def sim_config(workers: int, args) -> tuple[Config, EnvSpace]:
+    """The simulated run's Config (CartPole's, or the Atari preset's with --atari) at the
+    sizes asked for, and the space its learner trains on."""
     base = load_yaml(presets.DIR / "atari.yaml", Config(env="ALE/Breakout-v5")) if args.atari \
         else Config(env="CartPole-v1")
     cfg = dataclasses.replace(base, num_workers=workers, num_envs=args.num_envs,
@@ -191,6 +188,14 @@ def simulate(workers: int, args) -> dict:
     space = (EnvSpace("ALE/Breakout-v5", int(np.prod(args.obs_shape)), True, 4,
                       obs_shape=args.obs_shape, obs_dtype="uint8") if args.atari
              else probe_space(cfg.env, cfg.vectorization))
+    return cfg, space
+
+
+def simulate(workers: int, args) -> dict:
+    from distributed_ac.learning.learner import Learner
+
+    ray = ray_pool.load(local=True)
+    cfg, space = sim_config(workers, args)
     timer = Timer()
     real_wait, real_get = ray.wait, ray.get
     timed_wait = {True: timer.wrap("ray.wait (blocks)", real_wait),
@@ -205,31 +210,41 @@ def simulate(workers: int, args) -> dict:
     learner.step = timer.wrap("learner", learner.step)
     try:
         pool.placement()
-        with tempfile.TemporaryDirectory() as d:
-            run = rundir.new_run(os.path.join(d, "run"), cfg)
-            progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
-            with Trainer(cfg, run, pool, space, False, progress, learner) as trainer:
-                stop = StopSignals()
-                deadline = time.monotonic() + args.seconds
-                original_report = trainer._report
-
-                def report(force=False):  # the loop's stop condition: the clock
-                    original_report(force)
-                    if time.monotonic() > deadline:
-                        stop.received = True
-                trainer._report = report
-                timer.s.clear()
-                timer.calls.clear()
-                t0 = time.monotonic()
-                trainer.loop(stop)
-                wall = time.monotonic() - t0
-                return summarize(trainer, timer, wall, workers, args, cfg)
+        return timed_loop(cfg, pool, space, learner, timer, workers, args)
     finally:
         ray.wait, ray.get = real_wait, real_get
         pool.workers = []  # slots are not actors: kill the shared actors instead
         pool.close()
         for a in actors:
             ray.kill(a)
+
+
+def timed_loop(cfg: Config, pool, space: EnvSpace, learner, timer: Timer, workers: int,
+               args) -> dict:
+    """The real driver loop (Trainer.loop) for --seconds on a scratch run directory, timed
+    from its start; returns summarize's line."""
+    from distributed_ac.training.signals import StopSignals
+    from distributed_ac.training.trainer import Trainer
+
+    with tempfile.TemporaryDirectory() as d:
+        run = rundir.new_run(os.path.join(d, "run"), cfg)
+        progress = ConsoleProgress(cfg.total_env_steps, 1e9, stream=io.StringIO())
+        with Trainer(cfg, run, pool, space, False, progress, learner) as trainer:
+            stop = StopSignals()
+            deadline = time.monotonic() + args.seconds
+            original_report = trainer._report
+
+            def report(force=False):  # the loop's stop condition: the clock
+                original_report(force)
+                if time.monotonic() > deadline:
+                    stop.received = True
+            trainer._report = report
+            timer.s.clear()
+            timer.calls.clear()
+            t0 = time.monotonic()
+            trainer.loop(stop)
+            wall = time.monotonic() - t0
+            return summarize(trainer, timer, wall, workers, args, cfg)
 
 
 def summarize(trainer, timer: Timer, wall: float, workers: int, args, cfg: Config) -> dict:

@@ -270,9 +270,34 @@ def process_age_s() -> float:
     return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
 
+class CurveCsv:
+    """The learning curve, env_steps,wall_s,mean_return_100: a row once the env steps pass
+    each multiple of CURVE_EVERY, and one at the end of the budget."""
+
+    def __init__(self, path: str, t0: float):
+        self.t0 = t0
+        self.next_row = CURVE_EVERY
+        self.last_row = -1  # env_steps of the last row written
+        self._file = open(path, "w")
+        self._file.write("env_steps,wall_s,mean_return_100\n")
+
+    def row(self, env_steps: int, mean_return: float) -> None:
+        import time
+
+        self.last_row = env_steps
+        self._file.write(f"{env_steps},{time.perf_counter() - self.t0:.3f},{mean_return:.4f}\n")
+        self._file.flush()
+        while self.next_row <= env_steps:
+            self.next_row += CURVE_EVERY
+
+    def close(self, env_steps: int, mean_return: float) -> None:
+        if self.last_row != env_steps:  # the end of the budget, once
+            self.row(env_steps, mean_return)
+        self._file.close()
+
+
 def make_callback(budget: int, t0: float, curve_path: str | None, target: float | None = None):
     import collections
-    import time
 
     import numpy as np
     from stable_baselines3.common.callbacks import BaseCallback
@@ -284,23 +309,11 @@ def make_callback(budget: int, t0: float, curve_path: str | None, target: float 
             super().__init__()
             self.returns: collections.deque = collections.deque(maxlen=100)
             self.episodes = 0
-            self.next_row = CURVE_EVERY
-            self.last_row = -1  # env_steps of the last curve row written
-            self._curve = None
             self.solved_at: tuple[int, float] | None = None  # (env steps, process age s)
-            if curve_path:
-                self._curve = open(curve_path, "w")
-                self._curve.write("env_steps,wall_s,mean_return_100\n")
+            self._curve = CurveCsv(curve_path, t0) if curve_path else None
 
         def mean_return(self) -> float:
             return float(np.mean(self.returns)) if self.returns else float("nan")
-
-        def row(self) -> None:
-            if self._curve is not None:
-                self.last_row = self.num_timesteps
-                self._curve.write(f"{self.num_timesteps},{time.perf_counter() - t0:.3f},"
-                                  f"{self.mean_return():.4f}\n")
-                self._curve.flush()
 
         def _on_step(self) -> bool:
             for info in self.locals["infos"]:
@@ -308,10 +321,8 @@ def make_callback(budget: int, t0: float, curve_path: str | None, target: float 
                 if ep is not None:  # Monitor: raw return, whatever VecNormalize does above it
                     self.returns.append(float(ep["r"]))
                     self.episodes += 1
-            if self.num_timesteps >= self.next_row:
-                self.row()
-                while self.next_row <= self.num_timesteps:
-                    self.next_row += CURVE_EVERY
+            if self._curve is not None and self.num_timesteps >= self._curve.next_row:
+                self._curve.row(self.num_timesteps, self.mean_return())
             if (target is not None and len(self.returns) == self.returns.maxlen
                     and self.mean_return() >= target):
                 self.solved_at = (self.num_timesteps, process_age_s())
@@ -320,9 +331,7 @@ def make_callback(budget: int, t0: float, curve_path: str | None, target: float 
 
         def close(self) -> None:
             if self._curve is not None:
-                if self.last_row != self.num_timesteps:  # the end of the budget, once
-                    self.row()
-                self._curve.close()
+                self._curve.close(self.num_timesteps, self.mean_return())
                 self._curve = None
 
     return Recorder()
@@ -361,9 +370,59 @@ def _finite_or_none(x: float):
     return None if x != x else round(x, 4)
 
 
+def _effective_ppo(model) -> dict:
+    """The PPO settings the model actually trained with (zoo values over SB3's defaults)."""
+    eff = {k: getattr(model, k) for k in ("n_steps", "batch_size", "n_epochs", "gamma",
+                                          "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm",
+                                          "use_sde", "sde_sample_freq", "normalize_advantage",
+                                          "target_kl")}
+    eff["n_envs"] = model.n_envs
+    eff["learning_rate_initial"] = float(model.lr_schedule(1.0))
+    eff["clip_range_initial"] = float(model.clip_range(1.0))
+    eff["vec_normalize"] = model.get_vec_normalize_env() is not None
+    eff["net_arch"] = model.policy.net_arch
+    eff["activation_fn"] = model.policy.activation_fn.__name__
+    eff["ortho_init"] = model.policy.ortho_init
+    return eff
+
+
+def _record(args, model, rec, wall_s: float, setup_s: float, learn_s: float,
+            torch_threads: int) -> dict:
+    """The run's JSON line: its result, its timings, and the settings and software behind it."""
+    import datetime
+
+    hp = ZOO_PPO[args.env]
+    eff = _effective_ppo(model)
+    return {
+        "peer": PEER,
+        "env": args.env,
+        "seed": args.seed,
+        "steps": args.steps,
+        "env_steps": int(model.num_timesteps),
+        "mean_return_100": _finite_or_none(rec.mean_return()),
+        "episodes_in_mean": len(rec.returns),
+        "episodes": rec.episodes,
+        "wall_s": round(wall_s, 3),
+        "setup_s": round(setup_s, 3),
+        "learn_s": round(learn_s, 3),
+        "steps_per_s": round(model.num_timesteps / wall_s, 1),
+        # --stop-at-return: env steps, and seconds from process start (imports included)
+        "solved_at_env_steps": rec.solved_at[0] if rec.solved_at else None,
+        "target_s_from_process_start": round(rec.solved_at[1], 3) if rec.solved_at else None,
+        "torch_threads": torch_threads,
+        "hyperparams": hp,
+        "hyperparams_source": (ZOO_SOURCE if ZOO_PPO[args.env]["zoo_key"]
+                               else "benchmarks/spaces/masked-choice.yaml (dac train's settings)"),
+        "ppo_effective": eff,
+        "versions": _versions(),
+        "machine": _machine(),
+        "curve": args.curve,
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import datetime
     import json
     import os
     import time
@@ -397,46 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         rec.close()
         env.close()
     t2 = time.perf_counter()
-    wall_s, learn_s = t2 - t0, t2 - t1
-
-    hp = ZOO_PPO[args.env]
-    eff = {k: getattr(model, k) for k in ("n_steps", "batch_size", "n_epochs", "gamma",
-                                          "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm",
-                                          "use_sde", "sde_sample_freq", "normalize_advantage",
-                                          "target_kl")}
-    eff["n_envs"] = model.n_envs
-    eff["learning_rate_initial"] = float(model.lr_schedule(1.0))
-    eff["clip_range_initial"] = float(model.clip_range(1.0))
-    eff["vec_normalize"] = model.get_vec_normalize_env() is not None
-    eff["net_arch"] = model.policy.net_arch
-    eff["activation_fn"] = model.policy.activation_fn.__name__
-    eff["ortho_init"] = model.policy.ortho_init
-    record = {
-        "peer": PEER,
-        "env": args.env,
-        "seed": args.seed,
-        "steps": args.steps,
-        "env_steps": int(model.num_timesteps),
-        "mean_return_100": _finite_or_none(rec.mean_return()),
-        "episodes_in_mean": len(rec.returns),
-        "episodes": rec.episodes,
-        "wall_s": round(wall_s, 3),
-        "setup_s": round(setup_s, 3),
-        "learn_s": round(learn_s, 3),
-        "steps_per_s": round(model.num_timesteps / wall_s, 1),
-        # --stop-at-return: env steps, and seconds from process start (imports included)
-        "solved_at_env_steps": rec.solved_at[0] if rec.solved_at else None,
-        "target_s_from_process_start": round(rec.solved_at[1], 3) if rec.solved_at else None,
-        "torch_threads": torch.get_num_threads(),
-        "hyperparams": hp,
-        "hyperparams_source": (ZOO_SOURCE if ZOO_PPO[args.env]["zoo_key"]
-                               else "benchmarks/spaces/masked-choice.yaml (dac train's settings)"),
-        "ppo_effective": eff,
-        "versions": _versions(),
-        "machine": _machine(),
-        "curve": args.curve,
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    record = _record(args, model, rec, wall_s=t2 - t0, setup_s=setup_s, learn_s=t2 - t1,
+                     torch_threads=torch.get_num_threads())
     line = json.dumps(record)
     with open(args.out, "a") as f:
         f.write(line + "\n")

@@ -178,13 +178,29 @@ class RolloutWorker:
         self._ep_length[done] = 0
         return ended
 
-    def collect(self, weights: Weights | None = None) -> Batch:
-        """Step every sub-env `rollout_length` times with the newest weights."""
+    def _take_weights(self, weights: Weights | None) -> float:
+        """Load `weights` if given (else act with the last ones); returns the seconds since
+        the previous collect() returned (0.0 before the first)."""
         idle_s = time.monotonic() - self._handed_in if self._handed_in is not None else 0.0
         if weights is not None:
             self.policy.load(weights)
         if self.policy.weights is None:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
+        return idle_s
+
+    @staticmethod
+    def _optional_fields(starts: list, core_state: dict, legals: list) -> dict:
+        """The Batch fields only some runs have: a recurrent core's episode starts and
+        initial state, and the action masks of an env that has them."""
+        optional = ({"starts": np.stack(starts).astype(np.float32), "core_state": core_state}
+                    if core_state else {})
+        if legals[0] is not None:
+            optional["action_mask"] = np.stack(legals)
+        return optional
+
+    def collect(self, weights: Weights | None = None) -> Batch:
+        """Step every sub-env `rollout_length` times with the newest weights."""
+        idle_s = self._take_weights(weights)
         T, N = self.cfg.rollout_length, self.num_envs
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
         returns, lengths, disc, starts, legals = [], [], [], [], []
@@ -216,10 +232,7 @@ class RolloutWorker:
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
         self._handed_in = time.monotonic()
-        optional = ({"starts": np.stack(starts[:T]).astype(f32), "core_state": core_state}
-                    if core_state else {})
-        if legals[0] is not None:
-            optional["action_mask"] = np.stack(legals)
+        optional = self._optional_fields(starts[:T], core_state, legals)
         return Batch(
             obs=obs_arr, actions=np.stack(actions), rewards=np.stack(rew).astype(f32),
             terminated=np.stack(term).astype(f32), truncated=np.stack(trunc).astype(f32),

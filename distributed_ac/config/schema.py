@@ -222,7 +222,17 @@ def _describe(tp) -> str:
 
 
 def _check_ranges(c: Config) -> None:
-    rules = [
+    """Raise ConfigError for the first range rule `c` breaks, then for a budget smaller
+    than one batch."""
+    for ok, message in _range_rules(c):
+        if not ok:
+            raise ConfigError(message)
+    _check_budget_holds_a_batch(c)
+
+
+def _range_rules(c: Config) -> list[tuple[bool, str]]:
+    """(holds, the error if not) for each range rule, in the order they are checked."""
+    return [
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
         (c.num_envs >= 1, "num_envs must be >= 1"),
         (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
@@ -268,9 +278,10 @@ def _check_ranges(c: Config) -> None:
         (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
         (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
     ]
-    for ok, message in rules:
-        if not ok:
-            raise ConfigError(message)
+
+
+def _check_budget_holds_a_batch(c: Config) -> None:
+    """total_env_steps must cover one worker batch: rollout_length x the worker's sub-envs."""
     envs, name = (c.envs_per_worker, "envs_per_worker") if c.envs_per_worker else (c.num_envs, "num_envs")
     if c.total_env_steps < c.rollout_length * envs:
         raise ConfigError(

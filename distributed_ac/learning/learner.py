@@ -3,7 +3,8 @@
 Only the step is compiled; everything around it (versions, weight export, its
 checkpoint state) is plain Python. A Learner can be built and stepped from a Batch in a
 unit test, with no Ray anywhere. What an update minimises is objective.py; which
-optimizer updates what, optimizers.py; the clipped update's passes, clipped.py.
+optimizer updates what, optimizers.py; the clipped update's passes, clipped.py; the
+step's input signature and a Batch as its arguments, step_args.py.
 """
 
 from __future__ import annotations
@@ -29,36 +30,17 @@ from distributed_ac.learning.networks import (
 )
 from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
+from distributed_ac.learning.step_args import (
+    core_states,
+    legal_of,
+    pack_per_step,
+    step_signature,
+)
 from distributed_ac.learning.tf_runtime import pick_device
 from distributed_ac.models.cores import state_size
 from distributed_ac.models.spec import ACTOR_CORE, OBS_NORM, TARGET_CORE, ModelSpec
 
 log = logging.getLogger(__name__)
-
-
-def pack_per_step(batch: Batch, recurrent: bool = False) -> np.ndarray:
-    """[5, T, N]: rewards, terminated, truncated, mask, behaviour_logp (the step's order);
-    [6, T, N] with a recurrent core: then starts."""
-    rows = [batch.rewards, batch.terminated, batch.truncated, batch.mask, batch.behaviour_logp]
-    return np.stack(rows + [batch.starts] if recurrent else rows).astype(np.float32, copy=False)
-
-
-def core_states(spec: ModelSpec, batch: Batch) -> list:
-    """The actor's core state, then the critic's, as the step takes them. Workers run
-    V_target, not V, so a separate critic starts from V_target's state: V's copy as of
-    the weights the batch was made with."""
-    if not spec.recurrent:
-        return []
-    critic = CORE_OF_CRITIC[spec.shared]
-    return [*batch.core_state[ACTOR_CORE], *batch.core_state[critic]]
-
-
-CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
-
-
-def legal_of(space: EnvSpace, batch: Batch) -> list:
-    """The batch's action masks as the step takes them ([] when the env has none)."""
-    return [batch.action_mask] if space.mask_size else []
 
 
 class Versions(tf.Module):
@@ -128,29 +110,14 @@ class Learner:
             return self._step_graph(obs, actions, rewards, term, trunc, mask, behaviour_logp,
                                     values, return_moments, sync=sync, seq=seq, legal=legal)
 
-        return tf.function(train_step, input_signature=self._signature(), autograph=False)
+        signature = step_signature(self.space, self.spec, self.cfg.rollout_length)
+        return tf.function(train_step, input_signature=signature, autograph=False)
 
     def _step_fn(self, sync: bool):
         """The concrete step (traced now if this is its first use)."""
         if sync not in self._concrete:
             self._concrete[sync] = self._train_steps[sync].get_concrete_function()
         return self._concrete[sync]
-
-    def _signature(self):
-        T, f32 = self.cfg.rollout_length, tf.float32
-        obs = inputs.obs_signature(self.space, T)
-        act = tf.TensorSpec([T, None, *self.space.action_shape],
-                            tf.as_dtype(self.space.action_dtype))
-        # The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a
-        # concrete function's call costs Python time per argument it binds.
-        spec = self.spec
-        rows = 6 if spec.recurrent else 5
-        states = ([tf.TensorSpec([None, spec.core_size], f32)] * 2 * state_size(spec.core)
-                  if spec.recurrent else [])
-        legal = ([tf.TensorSpec([T, None, self.space.mask_size], tf.bool)]
-                 if self.space.mask_size else [])
-        return [obs, act, tf.TensorSpec([rows, T, None], f32),
-                tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal, *states]
 
     # ---- the compiled step ----------------------------------------------------
     def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,

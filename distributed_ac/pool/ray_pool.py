@@ -1,17 +1,16 @@
-"""The only module that imports Ray: start-up and shutdown, remote workers, weight
-broadcast, the ray.wait loop.
+"""The Ray pool: remote workers, weight broadcast, the ray.wait loop, the evaluation
+actor, shutdown.
 
 `RayPool` implements pool.Pool over Ray actors, so the driver loop in training/trainer.py reads the
 same in serial and Ray modes. Ray itself is imported by `load()`, not at the top: an
-embedded local Ray must be told to bind to loopback before Ray is imported.
+embedded local Ray must be told to bind to loopback before Ray is imported. How Ray is
+imported, started or joined is pool/ray_cluster.py's; this module keeps the module it
+returns for the pool's code.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import os
-import sys
 import threading
 
 from distributed_ac.acting.evaluation import Evaluator
@@ -19,8 +18,10 @@ from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
-from distributed_ac.core.errors import ClusterError, NonFiniteError, WorkerFailure
+from distributed_ac.core.errors import NonFiniteError, WorkerFailure
+from distributed_ac.pool import ray_cluster
 from distributed_ac.pool.base import OneAtATime
+from distributed_ac.pool.ray_cluster import local_num_cpus
 
 log = logging.getLogger(__name__)
 
@@ -28,25 +29,19 @@ ray = None  # the ray module, once load() has imported it
 
 
 def load(local: bool):
-    """Import Ray (once). `local`: this process will start an embedded Ray.
-
-    Embedded local Ray listens on loopback only. Ray reads this switch when it is
-    imported, and then binds every server (GCS, raylet, workers, agents) to 127.0.0.1,
-    as it does on a laptop; no other machine can join or reach it. A driver that joins
-    a cluster must not set it (the cluster's nodes have to reach it)."""
+    """Import Ray (once; ray_cluster.import_ray). `local`: this process will start an
+    embedded Ray, which then listens on loopback only."""
     global ray
     if ray is None:
-        # Ray reads these when it is first imported; set after that, they would reach only
-        # the processes it starts (a GCS asking for a token its driver does not send).
-        if local and "ray" not in sys.modules:
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            # Token authentication, Ray's default for a new local cluster, asked for by
-            # name: Ray then keeps it without printing a line about it on every start.
-            os.environ.setdefault("RAY_AUTH_MODE", "token")
-        import ray as ray_module
-
-        ray = ray_module
+        ray = ray_cluster.import_ray(local)
     return ray
+
+
+def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
+    """Join a cluster at `address`, or start an embedded local Ray bound to 127.0.0.1
+    (ray_cluster.start), with Ray loaded for this module."""
+    load(local=not address)
+    ray_cluster.start(address, dashboard, num_cpus)
 
 
 def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
@@ -65,57 +60,6 @@ class _PlacedRolloutWorker(RolloutWorker):
         # load(): this runs in the worker's process, where only Ray's unpickling of this
         # class imported the module (Ray itself is loaded there already)
         return {**super().info(), "node_id": load(local=False).get_runtime_context().get_node_id()}
-
-
-# By default a new Ray starts one idle worker process per CPU as soon as the driver
-# connects. The pool's actors start their own processes at once anyway, so locally the
-# spares only compete with TensorFlow's import for the CPUs and delay the first update.
-# Applies to a Ray this process starts; a cluster keeps the settings it was started with.
-LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
-
-
-def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None) -> None:
-    """Join a cluster at `address`, or start an embedded local Ray bound to 127.0.0.1."""
-    load(local=not address)
-    if ray.is_initialized():
-        return
-    if address:
-        join_cluster(address)
-        return
-    if os.environ.get("RAY_ADDRESS"):
-        log.warning("RAY_ADDRESS=%s is not used: without --address, dac train starts its own "
-                    "local Ray", os.environ["RAY_ADDRESS"])
-    # "local": a new Ray even when RAY_ADDRESS is set or `ray start` runs on this machine;
-    # with no address ray.init would join either, and refuse num_cpus with a traceback.
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
-             dashboard_host="127.0.0.1", configure_logging=False, log_to_driver=True,
-             _system_config=LOCAL_SYSTEM_CONFIG)
-    node_ip = ray.util.get_node_ip_address()
-    if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
-        log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
-
-
-def join_cluster(address: str) -> None:
-    """ray.init(address=...), with Ray's refusal reported in one line (train() has already
-    checked that something answers at a HOST:PORT)."""
-    try:
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
-    except (ConnectionError, ValueError) as e:  # auto and no cluster here, or RAY_ADDRESS
-        # (which auto defers to) is a dashboard's http:// address; Ray's text spans lines
-        raise ClusterError(f"--address {address}: {' '.join(str(e).split())}") from None
-
-
-def local_num_cpus(cfg: Config) -> int:
-    """CPUs the embedded Ray advertises: this machine's, or as many as the workers asked for.
-
-    Ray's CPU count is for scheduling, not a limit: more workers than cores, asked for
-    explicitly, share the cores instead of waiting forever for CPUs that never come."""
-    cpus = os.cpu_count() or 1
-    need = math.ceil(cfg.num_workers * cfg.worker_cpus)
-    if need > cpus:
-        log.warning("%d workers x %g CPU need %d CPUs on this %d-CPU machine: they share its "
-                    "cores", cfg.num_workers, cfg.worker_cpus, need, cpus)
-    return max(cpus, need)
 
 
 INLINE_BYTES = 64 * 1024  # a Weights bundle up to this size rides inside each call

@@ -1,7 +1,8 @@
 """Start-up: the pool and the learner, overlapped, so a run reaches its first update soon.
 
 Kept out of trainer.py, which is the driver loop and nothing else. Every Ray call is in
-pool/ray_pool.py; this module only decides what starts where, and in which order.
+pool/ray_pool.py and pool/ray_cluster.py; this module only decides what starts where,
+and in which order.
 """
 
 from __future__ import annotations

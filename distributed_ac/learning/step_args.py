@@ -1,0 +1,56 @@
+"""The compiled step's arguments: the input signature it is traced with, and a Batch's
+fields in that order and form (Learner._run_step packs them with these).
+
+The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a concrete
+function's call costs Python time per argument it binds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from distributed_ac.core.batch import Batch
+from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.learning import inputs
+from distributed_ac.models.cores import state_size
+from distributed_ac.models.spec import ACTOR_CORE, TARGET_CORE, ModelSpec
+
+
+def step_signature(space: EnvSpace, spec: ModelSpec, T: int) -> list:
+    """The step's input signature: observations, actions, the packed [T, N] rows, values,
+    return moments, then action masks and core states where the run has them."""
+    f32 = tf.float32
+    obs = inputs.obs_signature(space, T)
+    act = tf.TensorSpec([T, None, *space.action_shape], tf.as_dtype(space.action_dtype))
+    rows = 6 if spec.recurrent else 5
+    states = ([tf.TensorSpec([None, spec.core_size], f32)] * 2 * state_size(spec.core)
+              if spec.recurrent else [])
+    legal = [tf.TensorSpec([T, None, space.mask_size], tf.bool)] if space.mask_size else []
+    return [obs, act, tf.TensorSpec([rows, T, None], f32),
+            tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal, *states]
+
+
+def pack_per_step(batch: Batch, recurrent: bool = False) -> np.ndarray:
+    """[5, T, N]: rewards, terminated, truncated, mask, behaviour_logp (the step's order);
+    [6, T, N] with a recurrent core: then starts."""
+    rows = [batch.rewards, batch.terminated, batch.truncated, batch.mask, batch.behaviour_logp]
+    return np.stack(rows + [batch.starts] if recurrent else rows).astype(np.float32, copy=False)
+
+
+def core_states(spec: ModelSpec, batch: Batch) -> list:
+    """The actor's core state, then the critic's, as the step takes them. Workers run
+    V_target, not V, so a separate critic starts from V_target's state: V's copy as of
+    the weights the batch was made with."""
+    if not spec.recurrent:
+        return []
+    critic = CORE_OF_CRITIC[spec.shared]
+    return [*batch.core_state[ACTOR_CORE], *batch.core_state[critic]]
+
+
+CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
+
+
+def legal_of(space: EnvSpace, batch: Batch) -> list:
+    """The batch's action masks as the step takes them ([] when the env has none)."""
+    return [batch.action_mask] if space.mask_size else []

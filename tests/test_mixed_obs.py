@@ -3,7 +3,6 @@ the learner's graph (uint8 stays uint8), a CNN on the image and an MLP on the ve
 entries on both sides, observation normalisation on the vector entries only, and a task
 that needs both."""
 
-import io
 import pickle
 
 import gymnasium as gym
@@ -21,8 +20,6 @@ from distributed_ac.envs.vector import probe_space, space_of
 from distributed_ac.learning import inputs
 from distributed_ac.learning.learner import Learner
 from distributed_ac.models.spec import ModelSpec
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 IMAGE_VECTOR = "distributed_ac.envs.choices:ImageVectorChoice"
 

@@ -201,7 +201,7 @@ class RolloutWorker:
     def collect(self, weights: Weights | None = None) -> Batch:
         """Step every sub-env `rollout_length` times with the newest weights."""
         idle_s = self._take_weights(weights)
-        T, N = self.cfg.rollout_length, self.num_envs
+        T = self.cfg.rollout_length
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
         returns, lengths, disc, starts, legals = [], [], [], [], []
         core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}

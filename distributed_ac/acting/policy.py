@@ -133,12 +133,14 @@ class Policy:
         policy's state advances one step."""
         return self.head(self._actor_features(obs, starts)).copy()
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, deterministic: bool = False,
-            starts: np.ndarray | None = None, legal: np.ndarray | None = None):
+    def act(self, obs: np.ndarray, rng: np.random.Generator | None, deterministic: bool = False,
+            starts: np.ndarray | None = None, legal: np.ndarray | None = None,
+            noise: np.ndarray | None = None):
         """Sample actions for obs [B, *obs_shape] (EnvSpace.as_batch); `starts` [B] marks
         the sub-envs whose episode begins at this step (a recurrent policy zeroes their
         state first); `legal` [B, num_actions] bool, the action masks: a masked action
-        has probability exactly 0.
+        has probability exactly 0. `noise` [B, num_actions]: the sampling draws made
+        beforehand (head.noise_kind), in place of drawing from `rng`.
 
         Returns (stored, env_action, logp): `stored` is what the learner re-scores (the
         Discrete index, or the pre-squash Gaussian sample u for Box), `env_action` is what
@@ -147,7 +149,7 @@ class Policy:
         out = self.head(self._actor_features(obs, starts))  # a reused buffer: only read
         if legal is not None:
             out = np.where(legal, out, MASKED_LOGIT)
-        stored, logp = self.head.sample(out, rng, deterministic)
+        stored, logp = self.head.sample(out, rng, deterministic, noise)
         return stored, self.head.env_action(stored), logp
 
     def rows_without_choice(self, legal: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.policy import Policy
@@ -17,6 +18,7 @@ from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
 from distributed_ac.core.normalization import moments
 from distributed_ac.core.obs import concat, stack, tree_map
+from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.envs import atari
 from distributed_ac.envs.vector import (
     configured_space,
@@ -61,9 +63,10 @@ def resident_mb() -> float:
 
 class RolloutWorker:
     def __init__(self, cfg: Config, worker_id: int = 0, limit_cpus: bool = True,
-                 num_envs: int | None = None):
+                 num_envs: int | None = None, first_env: int | None = None):
         """`num_envs`: the sub-envs this worker steps (the run plan's share; default
-        envs_per_worker, else num_envs)."""
+        envs_per_worker, else num_envs); `first_env`: the first one's index among the
+        run's sub-envs (default worker_id x num_envs), which seeds them."""
         if limit_cpus:
             limit_threads(cfg.worker_cpus)
         self.cfg = cfg
@@ -75,14 +78,9 @@ class RolloutWorker:
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
-        # Distinct, reproducible streams per worker: env seeds and action sampling.
-        seed = cfg.seed + 10_007 * worker_id
-        self.rng = np.random.default_rng(seed)
+        self.first_env = worker_id * self.num_envs if first_env is None else first_env
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
-        obs, _ = self.envs.reset(seed=seed)
-        self._obs = self._as_obs(obs)
-        self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
-        self.policy.reset_state(self.num_envs)
+        self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
         # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
@@ -122,15 +120,24 @@ class RolloutWorker:
         self.policy.load(weights)
         return self.policy.weights.version
 
-    def reseed(self, seed: int) -> None:
-        """Restart every sub-env and the sampling stream from `seed` (a resume in Ray
-        mode: the envs of the interrupted run are gone); episodes under way are dropped."""
-        self.rng = np.random.default_rng(seed)
-        obs, _ = self.envs.reset(seed=seed)
+    def _seed(self, seed: int) -> None:
+        """Reset every sub-env, and start its sampling stream, from `seed` and the
+        sub-env's index in the run (core/rng.py: the same draws at any worker count)."""
+        env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
+        # Gymnasium's Sync/AsyncVectorEnv seed each sub-env; an env's own vector class
+        # (CartPole's, ALE's) takes one seed for all of its sub-envs
+        own_seeds = isinstance(self.envs.unwrapped, (gym.vector.SyncVectorEnv,
+                                                     gym.vector.AsyncVectorEnv))
+        obs, _ = self.envs.reset(seed=env_seeds if own_seeds else env_seeds[0])
         self._obs = self._as_obs(obs)
         self._after_done[:] = False
-        self._starts[:] = True
+        self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         self.policy.reset_state(self.num_envs)
+
+    def reseed(self, seed: int) -> None:
+        """Restart every sub-env and sampling stream from `seed` (a resume in Ray mode:
+        the envs of the interrupted run are gone); episodes under way are dropped."""
+        self._seed(seed)
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         if self._disc_return is not None:
@@ -202,6 +209,7 @@ class RolloutWorker:
         """Step every sub-env `rollout_length` times with the newest weights."""
         idle_s = self._take_weights(weights)
         T = self.cfg.rollout_length
+        noise = draw_rows(self.streams, self.policy.head.noise_kind, T, self.space.num_actions)
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
         returns, lengths, disc, starts, legals = [], [], [], [], []
         core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}
@@ -210,8 +218,8 @@ class RolloutWorker:
             starts.append(self._starts)
             legal = self._checked_legal(t)
             legals.append(legal)
-            stored, env_action, lp = self.policy.act(self._obs, self.rng, starts=self._starts,
-                                                     legal=legal)
+            stored, env_action, lp = self.policy.act(self._obs, None, starts=self._starts,
+                                                     legal=legal, noise=noise[t])
             r, te, tr, real, ended = self._advance(env_action)
             actions.append(stored)
             logp.append(lp)

@@ -43,6 +43,10 @@ class RunPlan:
         per_worker = sorted(self.envs, reverse=True)[:self.batches_per_update]
         return sum(per_worker) * self.rollout_length
 
+    def first_env(self, worker: int) -> int:
+        """The index among the run's sub-envs of `worker`'s first (what seeds them)."""
+        return sum(self.envs[:worker])
+
     @property
     def optimizer_steps_per_update(self) -> int:
         return self.epochs * self.minibatches

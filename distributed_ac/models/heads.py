@@ -34,6 +34,7 @@ def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
 
 class CategoricalHead:
     mask_bounds = np.zeros(1, np.int64)  # where each component's slice of a mask starts
+    noise_kind = "uniform"  # one draw per logit (Gumbel-max)
 
     def __init__(self, action_start: int = 0):
         self.dense = Dense("linear", last_linear=True)
@@ -46,21 +47,24 @@ class CategoricalHead:
         """Logits [B, K] (a reused buffer)."""
         return self.dense(features)
 
-    def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
-        """(stored [B] int32, log pi [B] float32)."""
-        return categorical_sample(logits, rng, deterministic)
+    def sample(self, logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
+               noise: np.ndarray | None = None):
+        """(stored [B] int32, log pi [B] float32). `noise`: uniforms [B, K] drawn
+        beforehand (a worker's per-sub-env streams), else drawn from `rng`."""
+        return categorical_sample(logits, rng, deterministic, noise)
 
     def env_action(self, stored: np.ndarray) -> np.ndarray:
         return stored + self.action_start
 
 
-def categorical_sample(logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
+def categorical_sample(logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
+                       noise: np.ndarray | None = None):
     """Actions [B] int32 and their log-probs [B] float32 from logits [B, K] (Gumbel-max:
-    one uniform draw per logit, no per-row loop)."""
+    one uniform draw per logit, no per-row loop; `noise`, if given, is those uniforms)."""
     if deterministic:
         a = logits.argmax(axis=-1)
     else:
-        u = rng.random(logits.shape, dtype=np.float32)
+        u = noise if noise is not None else rng.random(logits.shape, dtype=np.float32)
         a = (logits - np.log(-np.log(np.maximum(u, TINY)))).argmax(axis=-1)
     # log softmax of the chosen logit only; np.clip and take_along_axis each cost more
     # than the arithmetic at one call per env step
@@ -79,12 +83,14 @@ class MultiCategoricalHead(CategoricalHead):
         self.mask_bounds = self.bounds[:-1]
         self.starts = np.asarray(starts, np.int32)
 
-    def sample(self, logits: np.ndarray, rng: np.random.Generator, deterministic: bool):
+    def sample(self, logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
+               noise: np.ndarray | None = None):
         """(stored [B, components] int32, log pi [B] float32, the components' sum)."""
         stored = np.empty((len(logits), len(self.starts)), np.int32)
         logp = np.zeros(len(logits), np.float32)
         for i, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
-            stored[:, i], lp = categorical_sample(logits[:, lo:hi], rng, deterministic)
+            part = None if noise is None else noise[:, lo:hi]
+            stored[:, i], lp = categorical_sample(logits[:, lo:hi], rng, deterministic, part)
             logp += lp
         return stored, logp
 
@@ -93,6 +99,8 @@ class MultiCategoricalHead(CategoricalHead):
 
 
 class TanhGaussianHead:
+    noise_kind = "normal"  # one standard normal per action dimension
+
     def __init__(self, low, high):
         self.dense = Dense("linear", last_linear=True)
         self.low = np.asarray(low, np.float32)
@@ -108,10 +116,12 @@ class TanhGaussianHead:
         """The Gaussian's mean of u [B, A] (a reused buffer)."""
         return self.dense(features)
 
-    def sample(self, mean: np.ndarray, rng: np.random.Generator, deterministic: bool):
-        """(stored u [B, A] float32, log pi(u) [B] float32 with the squash's Jacobian)."""
+    def sample(self, mean: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
+               noise: np.ndarray | None = None):
+        """(stored u [B, A] float32, log pi(u) [B] float32 with the squash's Jacobian).
+        `noise`: standard normals [B, A] drawn beforehand, else drawn from `rng`."""
         std = np.exp(self.log_std)
-        eps = (np.zeros_like(mean) if deterministic
+        eps = (np.zeros_like(mean) if deterministic else noise if noise is not None
                else rng.standard_normal(mean.shape, dtype=np.float32))
         u = (mean + std * eps).astype(np.float32)
         gauss = -0.5 * eps * eps - self.log_std - HALF_LOG_2PI

@@ -100,7 +100,8 @@ class RayPool:
 
     def _new_worker(self, worker: int):
         """A new RolloutWorker actor for slot `worker`."""
-        return self._cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
+        return self._cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker],
+                                first_env=self.plan.first_env(worker))
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -272,7 +273,8 @@ class RayPool:
         cls = ray.remote(_PlacedRolloutWorker).options(
             **self._options, label_selector={NODE_ID_LABEL: f"!{node}"},
             fallback_strategy=[{"label_selector": {}}])
-        return cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker])
+        return cls.remote(self.cfg, worker, num_envs=self.plan.envs[worker],
+                          first_env=self.plan.first_env(worker))
 
     def _announce(self, worker: int, actor, info: ray.ObjectRef) -> None:
         """Say where a replacement started once it has, without holding up the loop, or

@@ -27,7 +27,8 @@ class SerialPool:
 
     def __init__(self, cfg: Config, plan: RunPlan):
         self.cfg, self.plan = cfg, plan
-        self.workers = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=n)
+        self.workers = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=n,
+                                      first_env=plan.first_env(i))
                         for i, n in enumerate(plan.envs)]
         self._queue: list[tuple[int, Weights]] = []
         self._actions: list[list[np.ndarray]] = [[] for _ in self.workers]
@@ -83,7 +84,7 @@ class SerialPool:
         self.reseed(draw_seeds(len(self.workers)))
 
     def replay_state(self) -> dict[str, np.ndarray]:
-        """Per worker: its sampling stream's state and every action it took since built.
+        """Per worker: its sampling streams' states and every action it took since built.
 
         Envs cannot be saved in general, but every Gymnasium env is a deterministic
         function of its seed and its actions: a fresh worker (same seed) that re-steps
@@ -99,7 +100,7 @@ class SerialPool:
                 self._actions[i] = [np.concatenate(self._actions[i])]
             acts = self._actions[i]
             state[f"worker_{i}_actions"] = acts[0] if acts else w.empty_actions()
-            state[f"worker_{i}_rng"] = generator_words(w.rng)
+            state[f"worker_{i}_rng"] = np.stack([generator_words(g) for g in w.streams])
             state.update({f"worker_{i}_core_{k}": a for k, a in w.core_state_arrays().items()})
         return state
 
@@ -110,7 +111,8 @@ class SerialPool:
         for i, w in enumerate(self.workers):
             actions = state[f"worker_{i}_actions"]
             w.replay(actions)
-            set_generator_words(w.rng, state[f"worker_{i}_rng"])
+            for gen, words in zip(w.streams, state[f"worker_{i}_rng"]):
+                set_generator_words(gen, words)
             prefix = f"worker_{i}_core_"
             if w.policy.state:
                 w.set_core_state({k[len(prefix):]: a for k, a in state.items()

@@ -76,6 +76,28 @@ def test_two_ray_workers_train_what_one_serial_worker_trains(runs, tmp_path):
     assert gap < 1e-6, f"{name} differs by {gap:.2e} (relative)"
 
 
+@pytest.mark.parametrize("env", ["ALE/Breakout-v5", "Pendulum-v1", "CartPole-v1"])
+def test_one_worker_and_two_step_the_same_episodes_from_the_same_weights(env):
+    """ALE's vector env and Gymnasium's Sync vector env seed each sub-env by its index;
+    CartPole's own vector class takes one seed for all of a worker's sub-envs, so there
+    only the action noise follows the sub-env (and the episodes may differ)."""
+    from distributed_ac.acting.worker import RolloutWorker
+    from distributed_ac.envs.vector import probe_space
+    from distributed_ac.learning.learner import Learner
+
+    cfg = Config(env=env, num_envs=4, rollout_length=24, serial=True)
+    weights = Learner(cfg, probe_space(env)).weights()
+    one = RolloutWorker(cfg, 0, limit_cpus=False, num_envs=4, first_env=0)
+    two = [RolloutWorker(cfg, i, limit_cpus=False, num_envs=2, first_env=2 * i) for i in (0, 1)]
+    same = []
+    for _ in range(2):
+        whole, halves = one.collect(weights), [w.collect(weights) for w in two]
+        for field in ("obs", "actions", "rewards", "terminated", "mask"):
+            joined = np.concatenate([getattr(h, field) for h in halves], axis=1)
+            same.append(np.allclose(getattr(whole, field), joined, atol=1e-5))
+    assert all(same) == (env != "CartPole-v1")
+
+
 def test_a_sub_envs_draws_do_not_depend_on_which_worker_steps_it():
     seeds_all, streams_all = sub_env_streams(11, 0, 8)
     seeds_a, streams_a = sub_env_streams(11, 0, 5)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import time
 
-import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.policy import Policy
@@ -22,6 +21,7 @@ from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.envs import atari
 from distributed_ac.envs.vector import (
     configured_space,
+    reset_seeds,
     resolve_env_id,
     sub_env_of,
     vector_env_for,
@@ -124,11 +124,7 @@ class RolloutWorker:
         """Reset every sub-env, and start its sampling stream, from `seed` and the
         sub-env's index in the run (core/rng.py: the same draws at any worker count)."""
         env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
-        # Gymnasium's Sync/AsyncVectorEnv seed each sub-env; an env's own vector class
-        # (CartPole's, ALE's) takes one seed for all of its sub-envs
-        own_seeds = isinstance(self.envs.unwrapped, (gym.vector.SyncVectorEnv,
-                                                     gym.vector.AsyncVectorEnv))
-        obs, _ = self.envs.reset(seed=env_seeds if own_seeds else env_seeds[0])
+        obs, _ = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
         self._obs = self._as_obs(obs)
         self._after_done[:] = False
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first

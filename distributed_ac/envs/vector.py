@@ -202,6 +202,18 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
         wrappers=wrappers, **make_kwargs)), env)
 
 
+def reset_seeds(venv: gym.vector.VectorEnv, seeds: list[int]):
+    """What `venv.reset(seed=...)` takes to seed sub-env i with seeds[i]: a list for
+    Gymnasium's Sync/AsyncVectorEnv, an array for ale_py's AtariVectorEnv. An env's own
+    vector class (CartPole's) takes one seed for all its sub-envs: seeds[0]."""
+    inner = venv.unwrapped
+    if isinstance(inner, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv)):
+        return list(seeds)
+    if type(inner).__name__ == "AtariVectorEnv":  # ale_py's, imported only when used
+        return np.asarray(seeds, np.int64)
+    return seeds[0]
+
+
 def made(env: str, make):
     """make(), with any failure but bad input reported as one line naming the env."""
     try:

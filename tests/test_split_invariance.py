@@ -18,13 +18,15 @@ from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.run.metrics import ConsoleProgress
 from distributed_ac.training.trainer import train
 
-# Pendulum: Gymnasium's SyncVectorEnv, which seeds each sub-env; the clipped surrogate
-# with observation and return normalisation, so the statistics merged across worker
-# batches are in the comparison too
-BASE = dict(env="Pendulum-v1", serial=True, num_envs=8, rollout_length=32, hidden_sizes=(16,),
+# LunarLander: Gymnasium's SyncVectorEnv, which seeds each sub-env, and episodes of
+# different lengths (~25 end in the run, several in one update: the 100-episode window
+# in the checkpoint holds them in the order they are listed); the clipped surrogate with
+# observation and return normalisation, so the statistics merged across worker batches
+# are in the comparison too
+BASE = dict(env="LunarLander-v3", serial=True, num_envs=8, rollout_length=32, hidden_sizes=(16,),
             policy_loss="clip", update_epochs=2, minibatch_size=64, normalize_obs=True,
             normalize_reward=True, seed=3, log_every_s=0.001)
-UPDATES = 4
+UPDATES = 8
 
 
 def run(run_dir, workers: int, seed: int = BASE["seed"]) -> dict:
@@ -56,13 +58,14 @@ def test_one_worker_and_w_workers_train_the_same_weights_and_statistics(runs, wo
     gap, name = worst_relative_gap(one, many)
     assert gap < 1e-6, f"{name} differs by {gap:.2e} (relative)"
     assert one["train_state/counters/env_steps/.ATTRIBUTES/VARIABLE_VALUE"] == UPDATES * 256
+    assert np.count_nonzero(one["train_state/recent_lengths/.ATTRIBUTES/VARIABLE_VALUE"]) >= 16
     # not vacuous: sub-envs that draw other numbers (another seed) train other weights
     assert worst_relative_gap(one, runs["other seed"])[0] > 1e-3
 
 
 def test_two_ray_workers_train_what_one_serial_worker_trains(runs, tmp_path):
     """The same through the Ray pool: its workers take the plan's sub-env indices too."""
-    flags = ["--env", "Pendulum-v1", "--no-preset", "--num-envs", "8", "--rollout-length", "32",
+    flags = ["--env", "LunarLander-v3", "--no-preset", "--num-envs", "8", "--rollout-length", "32",
              "--hidden-sizes", "16", "--policy-loss", "clip", "--update-epochs", "2",
              "--minibatch-size", "64", "--normalize-obs", "True", "--normalize-reward",
              "--seed", "3", "--total-env-steps", str(UPDATES * 256), "--log-every-s", "0.001"]

@@ -78,6 +78,7 @@ class ScriptedPool:
                      target_version=weights.target_version, worker_id=worker,
                      episode_returns=np.full(self.episodes_per_batch, float(worker)),
                      episode_lengths=np.full(self.episodes_per_batch, 10, np.int64),
+                     episode_ends=np.zeros(self.episodes_per_batch, np.int64),
                      nonfinite="NaN reward" if self.deliveries in self.poison else "")
 
     def idle(self):

@@ -13,7 +13,7 @@ import numpy as np
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
-from distributed_ac.core.batch import Batch, Weights
+from distributed_ac.core.batch import Batch, Weights, episode_end
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
 from distributed_ac.core.normalization import moments
 from distributed_ac.core.obs import concat, stack, tree_map
@@ -152,7 +152,8 @@ class RolloutWorker:
         """One vector step with its bookkeeping (episode sums, reset flags, next obs).
 
         Returns (reward, terminated, truncated, real, ended): `real` is False on the
-        NEXT_STEP reset steps, `ended` is (returns, lengths) of episodes that just ended."""
+        NEXT_STEP reset steps, `ended` is (returns, lengths, rows) of episodes that just
+        ended, or None."""
         try:
             next_obs, r, te, tr, infos = self.envs.step(env_action)
         except Exception as e:  # any env bug: report where, let the driver rebuild us
@@ -173,10 +174,11 @@ class RolloutWorker:
         return r, te, tr, real, ended
 
     def _episodes_ended(self, done: np.ndarray):
-        """(returns, lengths) of this step's ended episodes from this worker's sums, or None."""
+        """(returns, lengths, rows) of this step's ended episodes from this worker's sums,
+        or None."""
         if not done.any():
             return None
-        ended = (self._ep_return[done].copy(), self._ep_length[done].copy())
+        ended = (self._ep_return[done].copy(), self._ep_length[done].copy(), np.flatnonzero(done))
         self._ep_return[done] = 0.0
         self._ep_length[done] = 0
         return ended
@@ -207,7 +209,7 @@ class RolloutWorker:
         T = self.cfg.rollout_length
         noise = draw_rows(self.streams, self.policy.head.noise_kind, T, self.space.num_actions)
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths, disc, starts, legals = [], [], [], [], []
+        returns, lengths, ends, disc, starts, legals = [], [], [], [], [], []
         core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}
         for t in range(T):
             obs.append(self._obs)
@@ -228,6 +230,7 @@ class RolloutWorker:
             if ended is not None:
                 returns.append(ended[0])
                 lengths.append(ended[1])
+                ends.append(episode_end(t, self.first_env + ended[2]))
         obs_arr = stack(obs)
         starts.append(self._starts)
         values = self.policy.rollout_values(concat([obs_arr, tree_map(lambda a: a[None], self._obs)]),
@@ -245,6 +248,7 @@ class RolloutWorker:
             target_version=w.target_version, worker_id=self.worker_id,
             episode_returns=np.concatenate(returns) if returns else np.zeros(0),
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            episode_ends=np.concatenate(ends) if ends else np.zeros(0, np.int64),
             nonfinite=nonfinite, idle_s=idle_s,
             return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3), **optional)
 

@@ -35,6 +35,9 @@ class Batch:
     worker_id: int = 0
     episode_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     episode_lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    # where each episode ended: the rollout step x 2**32 + the sub-env's index in the run
+    # (episodes_in_order sorts an update's episodes by it)
+    episode_ends: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     nonfinite: str = ""  # why this batch must not be trained on ('' = all finite)
     # seconds the worker sat idle between handing in its previous batch and starting this
     # one: how long the driver and learner held it back (backpressure); summed on concat
@@ -84,6 +87,7 @@ class Batch:
             idle_s=sum(b.idle_s for b in batches),
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
+            episode_ends=np.concatenate([b.episode_ends for b in batches]),
             return_moments=merge_all([b.return_moments for b in batches]),
             starts=np.concatenate([b.starts for b in batches], axis=1) if recurrent else None,
             action_mask=(np.concatenate([b.action_mask for b in batches], axis=1)
@@ -93,6 +97,23 @@ class Batch:
                          for part, arrays_ in batches[0].core_state.items()}
                         if recurrent else None),
         )
+
+
+def episode_end(step: int, sub_envs: np.ndarray) -> np.ndarray:
+    """Batch.episode_ends of episodes that ended at rollout `step` in `sub_envs` (indices in
+    the run)."""
+    return (np.int64(step) << 32) + np.asarray(sub_envs, np.int64)
+
+
+def episodes_in_order(batches: list[Batch]) -> tuple[np.ndarray, np.ndarray]:
+    """(returns, lengths) of the episodes that ended in one update's batches, by the step
+    they ended at, then their sub-env's index in the run: the order one worker stepping
+    every sub-env lists them in, so a 100-episode window holds the same episodes at any
+    worker count."""
+    returns = np.concatenate([b.episode_returns for b in batches])
+    lengths = np.concatenate([b.episode_lengths for b in batches])
+    order = np.argsort(np.concatenate([b.episode_ends for b in batches]), kind="stable")
+    return returns[order], lengths[order]
 
 
 ARRAY_FIELDS = ("obs", "actions", "rewards", "terminated", "truncated", "mask",

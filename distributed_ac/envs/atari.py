@@ -103,14 +103,14 @@ def frame_skip(env: str) -> int:
 
 
 def games_ended(infos: dict):
-    """(raw scores, lengths) of the games that ended in this vector step, or None.
+    """(raw scores, lengths, sub-envs) of the games that ended in this vector step, or None.
 
     Read on reset steps too: EpisodicLife's reset can end a game (module docstring)."""
     mask = infos.get("_" + GAME_SCORE)
     if mask is None or not np.any(mask):
         return None
     return (np.asarray(infos[GAME_SCORE], np.float64)[mask],
-            np.asarray(infos[GAME_LENGTH], np.int64)[mask])
+            np.asarray(infos[GAME_LENGTH], np.int64)[mask], np.flatnonzero(mask))
 
 
 def ale_make_kwargs(p: Preprocess) -> dict:

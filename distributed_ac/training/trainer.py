@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from distributed_ac.config.schema import Config
-from distributed_ac.core.batch import Batch
+from distributed_ac.core.batch import Batch, episodes_in_order
 from distributed_ac.core.errors import NonFiniteLossError, RunStopped
 from distributed_ac.envs.vector import space_for
 from distributed_ac.models.spec import encoder_for
@@ -224,6 +224,9 @@ class Trainer:
         version that will train on it (`version`: given while a step is under way)."""
         c = self.state.counters
         version = self.learner.policy_version if version is None else version
+        ended = episodes_in_order(batches)
+        self.state.stats.add(*ended)
+        self.interval.add_episodes(*ended)
         fresh, lags = [], []
         for b in batches:
             lag = version - b.policy_version
@@ -231,8 +234,6 @@ class Trainer:
             c.batches += 1
             c.worker_wait_s += b.idle_s
             c.max_lag = max(c.max_lag, lag)
-            self.state.stats.add(b.episode_returns, b.episode_lengths)
-            self.interval.add_episodes(b.episode_returns, b.episode_lengths)
             if b.nonfinite:
                 log.warning("dropping a batch: %s", b.nonfinite)
                 c.dropped_batches += 1

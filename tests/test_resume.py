@@ -161,3 +161,21 @@ def test_resume_is_bit_exact_with_a_recurrent_core(tmp_path, extra):
     for name in a:
         assert np.array_equal(a[name], b[name]), name
     assert resumed["episodes"] == once["episodes"]
+
+
+def test_a_checkpoint_with_one_sampling_stream_per_worker_resumes_on_new_seeds(tmp_path, caplog):
+    """A serial checkpoint written before each sub-env had a sampling stream of its own
+    holds one Generator's words per worker: the run resumes, its envs on new seeds."""
+    from pathlib import Path
+
+    first = run(tmp_path / "run", K)
+    saved = Path(first["checkpoint"] + ".workers.npz")
+    with np.load(saved) as data:
+        arrays = dict(data)
+    assert arrays["worker_0_rng"].shape == (4, 6)  # one stream per sub-env
+    arrays["worker_0_rng"] = arrays["worker_0_rng"][0]  # the older layout: one per worker
+    np.savez(saved, **arrays)
+    with caplog.at_level("WARNING"):
+        resumed = run(tmp_path / "run", K + M, resume=True)
+    assert resumed["updates"] == K + M
+    assert "one sampling stream per worker" in caplog.text

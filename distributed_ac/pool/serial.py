@@ -74,13 +74,18 @@ class SerialPool:
 
     def resume(self, saved: dict[str, np.ndarray] | None, draw_seeds) -> None:
         """Replay the saved workers' actions when they fit this pool; else new seeds."""
-        if saved and sum(k.endswith("_actions") for k in saved) == len(self.workers):
-            self.restore_replay_state(saved)
-            return
-        if saved:
+        if saved and sum(k.endswith("_actions") for k in saved) != len(self.workers):
             log.warning("the checkpoint holds %d workers, this run has %d: their envs restart "
                         "from new seeds", sum(k.endswith("_actions") for k in saved),
                         len(self.workers))
+        elif saved and not all(np.shape(saved[f"worker_{i}_rng"]) == (w.num_envs, 6)
+                               for i, w in enumerate(self.workers)):
+            # a checkpoint written before each sub-env had a sampling stream of its own
+            log.warning("the checkpoint holds one sampling stream per worker, not per "
+                        "sub-env: the workers' envs restart from new seeds")
+        elif saved:
+            self.restore_replay_state(saved)
+            return
         self.reseed(draw_seeds(len(self.workers)))
 
     def replay_state(self) -> dict[str, np.ndarray]:

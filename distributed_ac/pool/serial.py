@@ -74,10 +74,10 @@ class SerialPool:
 
     def resume(self, saved: dict[str, np.ndarray] | None, draw_seeds) -> None:
         """Replay the saved workers' actions when they fit this pool; else new seeds."""
-        if saved and sum(k.endswith("_actions") for k in saved) != len(self.workers):
+        saved_workers = sum(k.endswith("_actions") for k in saved) if saved else 0
+        if saved and saved_workers != len(self.workers):
             log.warning("the checkpoint holds %d workers, this run has %d: their envs restart "
-                        "from new seeds", sum(k.endswith("_actions") for k in saved),
-                        len(self.workers))
+                        "from new seeds", saved_workers, len(self.workers))
         elif saved and not all(np.shape(saved[f"worker_{i}_rng"]) == (w.num_envs, 6)
                                for i, w in enumerate(self.workers)):
             # a checkpoint written before each sub-env had a sampling stream of its own

@@ -77,6 +77,7 @@ class RolloutWorker:
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
+        self._masked = bool(self.space.mask_size)  # the env reports action masks
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
         self.first_env = worker_id * self.num_envs if first_env is None else first_env
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
@@ -91,16 +92,15 @@ class RolloutWorker:
     def _as_obs(self, obs):
         """The policy's input from the env's observations; with an action mask, the
         mask of the next step goes to self._legal."""
-        self._legal = self.space.action_masks(obs, self.num_envs)
+        self._legal = self.space.action_masks(obs, self.num_envs) if self._masked else None
         return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
 
-    def _checked_legal(self, step: int) -> np.ndarray | None:
-        """This step's action masks; a real step that allows no action (no choice of a
-        component) is an env error. A reset step's action is ignored, and the final
-        observation it acts on may allow nothing (a finished game): all allowed there."""
+    def _checked_legal(self, step: int) -> np.ndarray:
+        """This step's action masks (an env with masks); a real step that allows no action
+        (no choice of a component) is an env error. A reset step's action is ignored, and
+        the final observation it acts on may allow nothing (a finished game): all allowed
+        there."""
         legal = self._legal
-        if legal is None:
-            return None
         legal[self._after_done] = True
         stuck = self.policy.rows_without_choice(legal)
         if len(stuck):
@@ -126,7 +126,7 @@ class RolloutWorker:
         env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
         obs, _ = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
         self._obs = self._as_obs(obs)
-        self._after_done[:] = False
+        self._after_done = np.zeros(self.num_envs, bool)
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         self.policy.reset_state(self.num_envs)
 
@@ -168,8 +168,10 @@ class RolloutWorker:
             self._disc_sample = self._disc_return[real]  # a fresh array (fancy indexing)
             self._disc_return[done] = 0.0
         ended = atari.games_ended(infos) if self._games else self._episodes_ended(done)
+        # after a reset step comes an episode's first observation (a fresh array each
+        # step, so the two names never share one)
+        self._starts = self._after_done
         self._after_done = np.logical_or(te, tr)
-        self._starts = ~real  # after a reset step comes an episode's first observation
         self._obs = self._as_obs(next_obs)
         return r, te, tr, real, ended
 
@@ -178,9 +180,10 @@ class RolloutWorker:
         or None."""
         if not done.any():
             return None
-        ended = (self._ep_return[done].copy(), self._ep_length[done].copy(), np.flatnonzero(done))
-        self._ep_return[done] = 0.0
-        self._ep_length[done] = 0
+        rows = done.nonzero()[0]
+        ended = (self._ep_return[rows], self._ep_length[rows], rows)  # fancy indexing: copies
+        self._ep_return[rows] = 0.0
+        self._ep_length[rows] = 0
         return ended
 
     def _take_weights(self, weights: Weights | None) -> float:
@@ -214,7 +217,7 @@ class RolloutWorker:
         for t in range(T):
             obs.append(self._obs)
             starts.append(self._starts)
-            legal = self._checked_legal(t)
+            legal = None if self._legal is None else self._checked_legal(t)
             legals.append(legal)
             stored, env_action, lp = self.policy.act(self._obs, None, starts=self._starts,
                                                      legal=legal, noise=noise[t])
@@ -230,7 +233,7 @@ class RolloutWorker:
             if ended is not None:
                 returns.append(ended[0])
                 lengths.append(ended[1])
-                ends.append(episode_end(t, self.first_env + ended[2]))
+                ends.append(episode_end(t, ended[2], self.first_env))
         obs_arr = stack(obs)
         starts.append(self._starts)
         values = self.policy.rollout_values(concat([obs_arr, tree_map(lambda a: a[None], self._obs)]),

@@ -99,10 +99,10 @@ class Batch:
         )
 
 
-def episode_end(step: int, sub_envs: np.ndarray) -> np.ndarray:
-    """Batch.episode_ends of episodes that ended at rollout `step` in `sub_envs` (indices in
-    the run)."""
-    return (np.int64(step) << 32) + np.asarray(sub_envs, np.int64)
+def episode_end(step: int, sub_envs: np.ndarray, first: int = 0) -> np.ndarray:
+    """Batch.episode_ends of episodes that ended at rollout `step` in sub-envs `first` +
+    `sub_envs` (indices in the run). One array op: it runs at every step that ends one."""
+    return np.asarray(sub_envs, np.int64) + ((int(step) << 32) + int(first))
 
 
 def episodes_in_order(batches: list[Batch]) -> tuple[np.ndarray, np.ndarray]:

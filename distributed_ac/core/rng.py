@@ -49,11 +49,12 @@ def draw_rows(streams: list[np.random.Generator], kind: str, steps: int,
               width: int) -> np.ndarray:
     """[steps, len(streams), width] float32 draws, row i from streams[i] in step order:
     `kind` "normal" (standard normal) or "uniform" ([0, 1)). One call per stream for a
-    whole rollout, so a stream per sub-env costs next to nothing per step."""
+    whole rollout, so a stream per sub-env costs next to nothing per step; made contiguous
+    by step, so each step's [len(streams), width] rows are one block."""
     out = np.empty((len(streams), steps, width), np.float32)
     for gen, rows in zip(streams, out):
         if kind == "normal":
             gen.standard_normal(dtype=np.float32, out=rows)
         else:
             gen.random(dtype=np.float32, out=rows)
-    return out.transpose(1, 0, 2)
+    return np.ascontiguousarray(out.transpose(1, 0, 2))

@@ -32,31 +32,6 @@ def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
     return np.float32(2.0) * (LOG_2 - u - np.logaddexp(np.float32(0.0), np.float32(-2.0) * u))
 
 
-class CategoricalHead:
-    mask_bounds = np.zeros(1, np.int64)  # where each component's slice of a mask starts
-    noise_kind = "uniform"  # one draw per logit (Gumbel-max)
-
-    def __init__(self, action_start: int = 0):
-        self.dense = Dense("linear", last_linear=True)
-        self.action_start = action_start
-
-    def load(self, parts: dict, prefix: str) -> None:
-        self.dense.load(parts[f"{prefix}.head"])
-
-    def __call__(self, features: np.ndarray) -> np.ndarray:
-        """Logits [B, K] (a reused buffer)."""
-        return self.dense(features)
-
-    def sample(self, logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
-               noise: np.ndarray | None = None):
-        """(stored [B] int32, log pi [B] float32). `noise`: uniforms [B, K] drawn
-        beforehand (a worker's per-sub-env streams), else drawn from `rng`."""
-        return categorical_sample(logits, rng, deterministic, noise)
-
-    def env_action(self, stored: np.ndarray) -> np.ndarray:
-        return stored + self.action_start
-
-
 def categorical_sample(logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
                        noise: np.ndarray | None = None):
     """Actions [B] int32 and their log-probs [B] float32 from logits [B, K] (Gumbel-max:
@@ -72,6 +47,30 @@ def categorical_sample(logits: np.ndarray, rng: np.random.Generator | None, dete
     z = logits - logits[rows, logits.argmax(axis=-1)][:, None]
     logp = z[rows, a] - np.log(np.exp(z).sum(axis=-1))
     return a.astype(np.int32), logp.astype(np.float32)
+
+
+class CategoricalHead:
+    mask_bounds = np.zeros(1, np.int64)  # where each component's slice of a mask starts
+    noise_kind = "uniform"  # one draw per logit (Gumbel-max)
+
+    def __init__(self, action_start: int = 0):
+        self.dense = Dense("linear", last_linear=True)
+        self.action_start = action_start
+
+    def load(self, parts: dict, prefix: str) -> None:
+        self.dense.load(parts[f"{prefix}.head"])
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """Logits [B, K] (a reused buffer)."""
+        return self.dense(features)
+
+    # (stored [B] int32, log pi [B] float32), `noise` the uniforms [B, K] drawn beforehand
+    # (a worker's per-sub-env streams), else drawn from `rng`; the function itself, not a
+    # method calling it: one Python call less at every env step
+    sample = staticmethod(categorical_sample)
+
+    def env_action(self, stored: np.ndarray) -> np.ndarray:
+        return stored + self.action_start
 
 
 class MultiCategoricalHead(CategoricalHead):

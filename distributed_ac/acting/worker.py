@@ -77,10 +77,8 @@ class RolloutWorker:
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
-        self._masked = bool(self.space.mask_size)  # the env reports action masks
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
         self.first_env = worker_id * self.num_envs if first_env is None else first_env
-        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
@@ -92,15 +90,16 @@ class RolloutWorker:
     def _as_obs(self, obs):
         """The policy's input from the env's observations; with an action mask, the
         mask of the next step goes to self._legal."""
-        self._legal = self.space.action_masks(obs, self.num_envs) if self._masked else None
+        self._legal = self.space.action_masks(obs, self.num_envs)
         return self.space.as_batch(obs, self.num_envs)  # uint8 images stay uint8
 
-    def _checked_legal(self, step: int) -> np.ndarray:
-        """This step's action masks (an env with masks); a real step that allows no action
-        (no choice of a component) is an env error. A reset step's action is ignored, and
-        the final observation it acts on may allow nothing (a finished game): all allowed
-        there."""
+    def _checked_legal(self, step: int) -> np.ndarray | None:
+        """This step's action masks; a real step that allows no action (no choice of a
+        component) is an env error. A reset step's action is ignored, and the final
+        observation it acts on may allow nothing (a finished game): all allowed there."""
         legal = self._legal
+        if legal is None:
+            return None
         legal[self._after_done] = True
         stuck = self.policy.rows_without_choice(legal)
         if len(stuck):
@@ -126,7 +125,7 @@ class RolloutWorker:
         env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
         obs, _ = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
         self._obs = self._as_obs(obs)
-        self._after_done = np.zeros(self.num_envs, bool)
+        self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         self.policy.reset_state(self.num_envs)
 
@@ -217,7 +216,7 @@ class RolloutWorker:
         for t in range(T):
             obs.append(self._obs)
             starts.append(self._starts)
-            legal = None if self._legal is None else self._checked_legal(t)
+            legal = self._checked_legal(t)
             legals.append(legal)
             stored, env_action, lp = self.policy.act(self._obs, None, starts=self._starts,
                                                      legal=legal, noise=noise[t])

@@ -22,8 +22,20 @@ def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
         out = subprocess.run([sys.executable, "-m", "distributed_ac", "train",
                               "--run-dir", f"{tmp}/run", *flags],
                              capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def crash_report(out: subprocess.CompletedProcess) -> str:
+    """A failed run's exit status, the end of its stdout (the summary, if it got that far),
+    the stack of the thread that faulted (dac enables Python's fault handler for every
+    thread and it marks that one) and the end of stderr."""
+    err = out.stderr
+    fault = err.find("Current thread")
+    fault = err.find("Fatal Python error") if fault < 0 else fault
+    faulted = err[fault:fault + 3000] + "\n[...]\n" if fault >= 0 else ""
+    return (f"exit status {out.returncode}; stdout ends:\n{out.stdout[-600:]}\n"
+            f"{faulted}stderr ends:\n{err[-2500:]}")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -66,12 +78,17 @@ def test_fast_config_solves_cartpole_within_160k_env_steps_on_local_ray():
 
 def test_the_learner_thread_trains_cartpole_when_an_update_joins_fewer_batches_than_workers():
     """IMPALA's regime, where the thread is used: two workers, one batch an update; the
-    unit tests in test_trainer_loop.py hold its mechanics (lag as without the thread)."""
+    unit tests in test_trainer_loop.py hold its mechanics (lag as without the thread).
+
+    Which worker delivers next is up to the OS, so the lag, and with it the steps to
+    solve, vary from run to run at one seed, with a long tail on a loaded machine
+    (benchmarks/RESULTS.md, "Learner thread: steps to solve vary"). The run stops at 475
+    (the config says so); the wide budget only bounds a run that fails."""
     summary, _ = dac_train("--config", FAST_CONFIG, "--num-workers", "2", "--seed", "0",
                            "--batches-per-update", "1", "--learner-thread",
-                           "--total-env-steps", "400000")
+                           "--total-env-steps", "1000000")
     assert summary["batches_per_update"] == 1 and summary["dropped_batches"] == 0, summary
-    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
+    assert summary["solved"] and summary["mean_return_100"] >= 475, json.dumps(summary)
 
 
 def test_cartpoles_preset_at_eight_workers_solves_within_its_budget():

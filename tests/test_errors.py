@@ -36,3 +36,29 @@ def test_a_bad_flag_value_is_a_usage_error_not_a_run_directory_error(tmp_path, c
         assert type(e) is errors.UsageError and "--episodes must be >= 1" in str(e)
     else:
         raise AssertionError("--episodes 0 was accepted")
+
+
+def test_a_native_crash_under_dac_prints_every_threads_stack_and_marks_the_faulting_one():
+    """What `dac` sets up at its start (commands/main.py): a segfault on a side thread
+    names that thread's Python stack, and the main thread's too."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import ctypes, threading
+        from distributed_ac.commands.main import report_crashes_from_every_thread
+        report_crashes_from_every_thread()
+        def crash_here_on_a_side_thread():
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        t = threading.Thread(target=crash_here_on_a_side_thread)
+        t.start()
+        t.join()
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == -11, (out.returncode, out.stderr[-2000:])
+    current = out.stderr.split("Current thread", 1)
+    assert len(current) == 2, out.stderr[-2000:]
+    assert "crash_here_on_a_side_thread" in current[1].split("\nThread ", 1)[0], out.stderr
+    assert out.stderr.count("Thread 0x") >= 1 and "<module>" in out.stderr, out.stderr

@@ -12,6 +12,7 @@ stderr, never as a traceback.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import os
 import signal
@@ -141,8 +142,23 @@ COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export,
             "plot": cmd_plot, "bench": cmd_bench, "tune": cmd_tune}
 
 
+def report_crashes_from_every_thread() -> None:
+    """A native crash (SIGSEGV in TensorFlow, Ray or NumPy) prints the Python stack of
+    every thread, the faulting one marked "Current thread". Ray would otherwise enable
+    the handler for the faulting thread alone, which does not say which of ours it was.
+    Where something enabled it already (pytest does), or stderr is not a real file, it
+    is left as it is."""
+    if faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable(all_threads=True)
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    report_crashes_from_every_thread()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else 2

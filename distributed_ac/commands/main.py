@@ -146,13 +146,15 @@ def report_crashes_from_every_thread() -> None:
     """A native crash (SIGSEGV in TensorFlow, Ray or NumPy) prints the Python stack of
     every thread, the faulting one marked "Current thread". Ray would otherwise enable
     the handler for the faulting thread alone, which does not say which of ours it was.
-    Where something enabled it already (pytest does), or stderr is not a real file, it
-    is left as it is."""
+    Where something enabled it already (pytest does), or stderr is None or not a real
+    file, it is left as it is."""
     if faulthandler.is_enabled():
         return
     try:
         faulthandler.enable(all_threads=True)
-    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError
+    # None: RuntimeError; no fileno(): AttributeError or io.UnsupportedOperation (an
+    # OSError); a negative one: ValueError
+    except (RuntimeError, AttributeError, OSError, ValueError):
         pass
 
 

@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from failed_runs import crash_report
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
@@ -266,7 +267,7 @@ def test_mask_multi_discrete_a_mixed_dict_and_a_core_compose_on_local_ray(
                           "--update-epochs", "2", "--minibatch-size", "32",
                           "--total-env-steps", str(8 * 8 * 6), "--run-dir", str(run_dir)],
                          capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["updates"] >= 5 and summary["core"] == "gru" and summary["workers"] == 2
     assert cli.main(["evaluate", str(run_dir), "--episodes", "3"]) == 0

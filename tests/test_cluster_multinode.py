@@ -16,6 +16,7 @@ import time
 import psutil
 import pytest
 from ray.cluster_utils import Cluster
+from failed_runs import crash_report
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +65,7 @@ def test_training_on_two_nodes_spreads_workers_and_learns(cluster, tmp_path):
     out = run([sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
                "--mode", "sync", "--num-workers", "2", "--total-env-steps", "100000",
                "--seed", "0", "--run-dir", str(tmp_path / "run")])
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     nodes = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     assert len(nodes) == 2, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -111,7 +112,7 @@ def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_
     out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--num-workers", "1",
                           "--total-env-steps", "2048", "--run-dir", str(tmp_path / "run")],
                          env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     assert f"RAY_ADDRESS={c.address} is not used" in out.stderr
     placed = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     cluster_nodes = {n.node_id[:8] for n in c.list_all_nodes()}

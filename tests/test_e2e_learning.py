@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 from paths import FAST_CONFIG
+from failed_runs import crash_report
 
 pytestmark = pytest.mark.e2e
 
@@ -24,18 +25,6 @@ def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
                              capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, crash_report(out)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
-
-
-def crash_report(out: subprocess.CompletedProcess) -> str:
-    """A failed run's exit status, the end of its stdout (the summary, if it got that far),
-    the stack of the thread that faulted (dac enables Python's fault handler for every
-    thread and it marks that one) and the end of stderr."""
-    err = out.stderr
-    fault = err.find("Current thread")
-    fault = err.find("Fatal Python error") if fault < 0 else fault
-    faulted = err[fault:fault + 3000] + "\n[...]\n" if fault >= 0 else ""
-    return (f"exit status {out.returncode}; stdout ends:\n{out.stdout[-600:]}\n"
-            f"{faulted}stderr ends:\n{err[-2500:]}")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -88,7 +77,7 @@ def test_the_learner_thread_trains_cartpole_when_an_update_joins_fewer_batches_t
                            "--batches-per-update", "1", "--learner-thread",
                            "--total-env-steps", "1000000")
     assert summary["batches_per_update"] == 1 and summary["dropped_batches"] == 0, summary
-    assert summary["solved"] and summary["mean_return_100"] >= 475, json.dumps(summary)
+    assert summary["solved"] and summary["mean_return_100"] >= 475, summary
 
 
 def test_cartpoles_preset_at_eight_workers_solves_within_its_budget():

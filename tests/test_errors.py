@@ -3,6 +3,9 @@ and `dac` turns each into one line and exit code 2."""
 
 import importlib
 import pkgutil
+import subprocess
+import sys
+import textwrap
 
 import distributed_ac
 from distributed_ac.core import errors
@@ -41,10 +44,6 @@ def test_a_bad_flag_value_is_a_usage_error_not_a_run_directory_error(tmp_path, c
 def test_a_native_crash_under_dac_prints_every_threads_stack_and_marks_the_faulting_one():
     """What `dac` sets up at its start (commands/main.py): a segfault on a side thread
     names that thread's Python stack, and the main thread's too."""
-    import subprocess
-    import sys
-    import textwrap
-
     script = textwrap.dedent("""
         import ctypes, threading
         from distributed_ac.commands.main import report_crashes_from_every_thread

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 from checkpoints import checkpoint_tensors
+from failed_runs import crash_report
 from test_metrics_plot import tensorboard_scalars
 from test_trainer_loop import ScriptedPool, run_loop, run_overlapped
 
@@ -217,7 +218,7 @@ def test_a_ray_evaluation_under_way_does_not_hold_up_the_updates(tmp_path):
          "--hidden-sizes", "8", "--total-env-steps", str(120 * BATCH), "--eval-every", "5",
          "--eval-episodes", "2", "--run-dir", str(tmp_path / "run")],
         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     rows = eval_rows(tmp_path / "run")
     assert summary["updates"] == 120 and summary["evaluations"] == len(rows) >= 2

@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 from paths import FAST_CONFIG
+from failed_runs import crash_report
 
 pytestmark = pytest.mark.e2e
 
@@ -122,7 +123,7 @@ def test_nan_observation_batch_is_dropped_and_counted_as_nonfinite_when_configur
     out = dac("train", "--env", "fakes:NaNOnce", "--no-preset", "--num-workers", "2",
               "--envs-per-worker", "2", "--on-nonfinite", "drop", "--total-env-steps", "3000",
               "--run-dir", str(tmp_path / "run"))
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     # Each sub-env emits its NaN once, at step 2 of its first episode: inside its worker's
     # first batch, so exactly one batch per worker is non-finite. dropped_batches alone
@@ -164,7 +165,7 @@ def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
 
     budget = saved["env_steps"] + 10 * 512
     out = dac("train", "--resume", str(run), "--total-env-steps", str(budget))
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["updates"] == saved["updates"] + 10, (saved, summary)
     assert summary["env_steps"] == budget
@@ -213,7 +214,7 @@ def test_placement_replaces_a_worker_each_time_it_dies_while_starting(tmp_path):
     second SIGKILL came 1.5 s after the first); each death costs one restart."""
     out = subprocess.run([sys.executable, "-c", PLACEMENT_SCRIPT, str(tmp_path / "deaths")],
                          capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, crash_report(out)
     # Ray's own log lines share stdout with the script's.
     ok, too_many = [ln[7:] for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     assert ok == "1 2"  # one worker placed after two replacements

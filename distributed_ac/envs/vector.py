@@ -77,14 +77,13 @@ class EnvSpace:
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of
         obs_dtype (vectors flattened to float32, uint8 images left as they are); mixed,
         a dict of such arrays (obs_arrays)."""
-        if self.obs_key is None and not self.obs_entries:  # a plain array: every step
-            return np.asarray(obs, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
+        if not self.obs_entries:  # one array (or a dict's one image entry): checked first
+            one = obs if self.obs_key is None else obs[self.obs_key]
+            return np.asarray(one, dtype=self.obs_dtype).reshape(n, *self.obs_shape)
         if self.mixed:
             return structured.as_arrays(obs, self.obs_key, (self.obs_shape, self.obs_dtype),
                                         self.obs_entries, n)
-        if self.obs_entries:
-            return structured.as_vector(obs, self.obs_entries, n)
-        return np.asarray(obs[self.obs_key], dtype=self.obs_dtype).reshape(n, *self.obs_shape)
+        return structured.as_vector(obs, self.obs_entries, n)
 
     def action_masks(self, obs, n: int) -> np.ndarray | None:
         """The `n` observations' action masks [n, mask_size] bool, or None without one."""

@@ -35,6 +35,8 @@ def test_yaml_scientific_notation_is_accepted_for_integer_fields():
     ({"c_bar": 1.5}, r"c_bar \(1.5\) must be <= rho_bar \(1.0\)"),
     ({"batches_per_update": -1}, "batches_per_update must be >= 0"),
     ({"target_tau": 0.0}, "target_tau"),
+    ({"core": "lstm", "target_sync_every": 2, "bootstrap_values": "learner"},
+     "bootstrap_values learner with a recurrent core needs"),
     ({"mode": "fast"}, "'mode' must be one of"),
     ({"envs_per_worker": "many"}, "'envs_per_worker' must be int"),
     ({"hidden_sizes": []}, "hidden_sizes"),

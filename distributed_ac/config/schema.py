@@ -66,6 +66,8 @@ class Config:
     """Async lag correction: V-trace targets, or GAE with truncated importance weights, or none."""
     rho_bar: float = 1.0
     """Clip for importance ratios (V-trace rho-bar / truncated IS)."""
+    bootstrap_values: Literal["auto", "learner", "worker"] = "auto"
+    """policy_loss pg, async: the V_target values the targets and advantages bootstrap from: the learner's at the update (IMPALA's choice), or those the batch's worker computed with its copy, as old as the batch. auto: the learner's when an update joins fewer worker batches than there are workers, the worker's when it joins one from each (lag 1). The value after the rollout's last step is the worker's either way."""
     vtrace_pg_bootstrap: Literal["vs", "lambda"] = "vs"
     """V-trace actor advantage: bootstrap from vs_{t+1} (the IMPALA paper), or from lambda * vs_{t+1} + (1 - lambda) * V(x_{t+1}) (rlax; GAE's on-policy)."""
     c_bar: float = 1.0
@@ -272,12 +274,20 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
          "max_grad_norm_actor and max_grad_norm_critic must be > 0"),
         (c.target_sync_every >= 1, "target_sync_every must be >= 1"),
         (0 < c.target_tau <= 1, "target_tau must be in (0, 1]"),
+        (c.bootstrap_values != "learner" or c.core == "none" or target_is_v(c),
+         "bootstrap_values learner with a recurrent core needs target_sync_every 1 and "
+         "target_tau 1 (V_target = V at each update)"),
         (c.eval_every >= 0, "eval_every must be >= 0 (0 = no evaluation during training)"),
         (c.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (c.log_every_s > 0, "log_every_s must be > 0"),
         (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
         (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
     ]
+
+
+def target_is_v(c: Config) -> bool:
+    """V_target is synced to V after every update, so it equals V when the next begins."""
+    return c.target_sync_every == 1 and c.target_tau == 1
 
 
 def _check_budget_holds_a_batch(c: Config) -> None:

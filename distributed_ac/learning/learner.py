@@ -171,6 +171,7 @@ class Learner:
         with tf.GradientTape(persistent=True) as tape:
             logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape, seq,
                                                       self._flat_legal(legal))
+            values = obj.bootstrap_values(v, flat_obs, values)
             targets, adv = obj.targets(tf.stop_gradient(logp), behaviour_logp, rewards, values,
                                        term, trunc, mask)
             actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv, mask)
@@ -303,7 +304,10 @@ class Learner:
         self.objective.entropy_coef.assign(float(entropy_coef))
 
     def plan(self, plan: RunPlan) -> dict[str, int]:
-        """Fit the auto learning-rate schedules to the run's plan (optimizers.py)."""
+        """Fit the auto learning-rate schedules to the run's plan (optimizers.py), and
+        resolve bootstrap_values auto: the learner's values when an update joins fewer
+        worker batches than there are workers."""
+        self.objective.fresh_values.assign(plan.batches_per_update < plan.workers)
         return self.optimizers.plan(plan)
 
     def warm_up(self) -> None:

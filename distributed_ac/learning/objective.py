@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from distributed_ac.config.schema import Config
+from distributed_ac.config.schema import Config, target_is_v
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
 from distributed_ac.models.heads import MASKED_LOGIT
@@ -21,6 +21,13 @@ class Objective:
         # A variable the step reads, so set_rates can change it without retracing.
         self.entropy_coef = tf.Variable(float(cfg.entropy_coef), trainable=False,
                                         dtype=tf.float32, name="entropy_coef")
+        # bootstrap_values auto, resolved by Learner.plan (read by the step, like the above)
+        self.fresh_values = tf.Variable(False, trainable=False, name="fresh_values")
+        # a recurrent V_target's pass would need its own core state, which the batch does
+        # not carry to the learner: with a core, only V_target = V is recomputed (as V)
+        self.recomputes_values = (cfg.mode == "async" and cfg.policy_loss == "pg"
+                                  and cfg.bootstrap_values != "worker"
+                                  and (cfg.core == "none" or target_is_v(cfg)))
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0],
                                       tf.float32)
 
@@ -53,6 +60,31 @@ class Objective:
         actor_out, v = self.nets.actor_and_value(flat_obs, seq)
         logp, ent = self.policy_terms(actor_out, actions, shape, legal)
         return logp, ent, tf.reshape(v, shape)
+
+    @property
+    def bootstrap_values_from(self) -> str:
+        """Whose values a pg update bootstraps from, "learner" or "worker", as resolved."""
+        on = self.recomputes_values and (self.cfg.bootstrap_values == "learner"
+                                         or bool(self.fresh_values.numpy()))
+        return "learner" if on else "worker"
+
+    def bootstrap_values(self, v, flat_obs, values):
+        """The values [T + 1, N] a pg update bootstraps from (bootstrap_values): the batch's,
+        which its worker computed with the V_target it acted with, as many versions old
+        as the batch; or V_target's now for the rollout's T steps, so that a critic that
+        moved since the batch was made is anchored to itself, not to its old values. `v`:
+        V on the batch ([T, N]). The value after the last step stays the worker's (the
+        batch has no observation there)."""
+        if not self.recomputes_values:
+            return values
+        if target_is_v(self.cfg):  # V_target = V until this update
+            now = v
+        else:
+            now = tf.reshape(self.nets.v_target(flat_obs), tf.shape(v))
+        fresh = tf.concat([tf.stop_gradient(now), values[-1:]], 0)
+        if self.cfg.bootstrap_values == "learner":
+            return fresh
+        return tf.where(self.fresh_values, fresh, values)
 
     def scaled_rewards(self, rewards):
         """reward_scale, after dividing by the discounted return's running std

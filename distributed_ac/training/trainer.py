@@ -144,10 +144,11 @@ class Trainer:
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
+        spans = self.learner.plan(self.plan)
         self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
                         learner_device=self.learner.device,
-                        learner_threads=self.learner.threads or "TensorFlow's default")
-        spans = self.learner.plan(self.plan)
+                        learner_threads=self.learner.threads or "TensorFlow's default",
+                        bootstrap_values=self.learner.objective.bootstrap_values_from)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
                            f"and {spans['critic']:,d} optimizer steps")
@@ -346,6 +347,7 @@ class Trainer:
                 "mean_return_100": finite_or_none(stats.mean_return),
                 "solved": self.solved() if cfg.stop_at_return is not None else None,
                 "workers": self.num_workers, "batches_per_update": self.per_update,
+                "bootstrap_values": self.learner.objective.bootstrap_values_from,
                 "batches": c.batches, "dropped_batches": c.dropped_batches,
                 "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
                 "max_policy_lag": c.max_lag,

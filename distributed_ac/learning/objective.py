@@ -77,14 +77,18 @@ class Objective:
         batch has no observation there)."""
         if not self.recomputes_values:
             return values
-        if target_is_v(self.cfg):  # V_target = V until this update
-            now = v
-        else:
-            now = tf.reshape(self.nets.v_target(flat_obs), tf.shape(v))
-        fresh = tf.concat([tf.stop_gradient(now), values[-1:]], 0)
+
+        def fresh():
+            if target_is_v(self.cfg):  # V_target = V until this update
+                now = v
+            else:
+                now = tf.reshape(self.nets.v_target(flat_obs), tf.shape(v))
+            return tf.concat([tf.stop_gradient(now), values[-1:]], 0)
+
         if self.cfg.bootstrap_values == "learner":
-            return fresh
-        return tf.where(self.fresh_values, fresh, values)
+            return fresh()
+        # auto: V_target's own pass runs only where the plan picked the learner's values
+        return tf.cond(self.fresh_values, fresh, lambda: values)
 
     def scaled_rewards(self, rewards):
         """reward_scale, after dividing by the discounted return's running std

@@ -2,27 +2,29 @@
 V_target at the update or the batch's own, as old as the batch; checked against V-trace
 computed on NumPy arrays with each."""
 
+import dataclasses
+
 import numpy as np
 import pytest
+from test_learner import expected_targets  # V-trace on NumPy arrays, as the learner's tests use it
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import make_plan
 from distributed_ac.config.schema import Config
-from distributed_ac.learning import advantages, losses
+from distributed_ac.learning import losses
 from distributed_ac.learning.learner import Learner
+
 
 def step_losses_with_values(learner, batch, values):
     """(critic loss, actor loss) the pg step should report on `batch` if it bootstraps
-    from `values`, computed with advantages.vtrace on NumPy arrays before the step."""
+    from `values`, from V-trace on NumPy arrays and the networks before the step."""
     cfg, obs = learner.cfg, batch.obs.reshape(len(batch.obs) * batch.obs.shape[1], -1)
     shape = batch.rewards.shape
     v = learner.nets.critic(obs).numpy().reshape(shape)
     logp = learner.objective.policy_terms(learner.nets.actor(obs), batch.actions.reshape(-1),
                                           shape)[0].numpy()
-    targets, adv = advantages.vtrace(batch.behaviour_logp, logp, batch.rewards * cfg.reward_scale,
-                                     values, batch.terminated, batch.truncated, batch.mask,
-                                     cfg.gamma, cfg.gae_lambda, cfg.rho_bar, cfg.c_bar,
-                                     cfg.vtrace_pg_bootstrap)
+    targets, adv = expected_targets("vtrace", cfg, dataclasses.replace(batch, values=values),
+                                    logp, cfg.reward_scale)
     return (float(losses.critic_loss(v, targets, batch.mask)[0]),
             float(losses.actor_loss(logp, adv, 0.0, batch.mask, 0.0)[0]))
 

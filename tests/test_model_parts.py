@@ -34,7 +34,8 @@ def test_mlp_encoder_numpy_keras_and_export_agree(activation):
     np.testing.assert_allclose(exported.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind, shape", [("nature", (36, 36, 2)), ("impala", (21, 21, 3))])
+@pytest.mark.parametrize("kind, shape", [("nature", (36, 36, 2)), ("impala", (21, 21, 3)),
+                                         ("small", (10, 10, 4)), ("small", (7, 7, 3))])
 def test_cnn_encoders_numpy_keras_and_export_agree_on_uint8_frames(kind, shape):
     keras_part = keras_cnn.make_torso(kind, f"t_{kind}", seed=5)
     x = RNG.integers(0, 256, (40, *shape), dtype=np.uint8)  # more than one NumPy block
@@ -45,13 +46,32 @@ def test_cnn_encoders_numpy_keras_and_export_agree_on_uint8_frames(kind, shape):
     # meets them, the dense layer last
     assert arrays[0].shape[2] == shape[2] and arrays[-2].shape[1] == keras_part.dense.units
     kernels = [a for a in arrays[:-2] if a.ndim == 4]
-    assert [k.shape[3] for k in kernels][:2] == ([32, 64] if kind == "nature" else [16, 16])
+    first_filters = {"nature": [32, 64], "impala": [16, 16], "small": [16]}[kind]
+    assert [k.shape[3] for k in kernels][:2] == first_filters
     twin = CNNEncoder(kind)
     twin.load(arrays)
     scale = np.abs(want).max()  # float32 sums over 15 convolutions: error relative to it
     np.testing.assert_allclose(twin(x), want, rtol=1e-5, atol=1e-5 * scale)
     exported = keras_cnn.tf_forward(kind, keras_part.bundle_variables, tf.constant(x))
     np.testing.assert_allclose(exported.numpy(), want, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_])
+@pytest.mark.parametrize("shape", [(10, 10, 4), (7, 7, 3)])
+def test_small_cnn_numpy_keras_and_export_agree_on_0_1_frames(shape, dtype):
+    # MinAtar's frames are 0/1 channels: taken as they are (no 1/255), unlike uint8 pixels
+    keras_part = keras_cnn.make_torso("small", "t_small01", seed=7)
+    x = (RNG.random((40, *shape)) < 0.3).astype(dtype)
+    want = keras_part(x).numpy()
+    assert want.shape == (40, 128) and np.abs(want).max() > 0.1  # unscaled, not vacuous
+    arrays = numpy_of(keras_part)
+    assert [a.shape for a in arrays] == [(3, 3, shape[2], 16), (16,),
+                                         ((shape[0] - 2) * (shape[1] - 2) * 16, 128), (128,)]
+    twin = CNNEncoder("small")
+    twin.load(arrays)
+    np.testing.assert_allclose(twin(x), want, rtol=1e-5, atol=1e-5)
+    exported = keras_cnn.tf_forward("small", keras_part.bundle_variables, tf.constant(x))
+    np.testing.assert_allclose(exported.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 def _head_parts(prefix, head, extra=()):

@@ -35,7 +35,8 @@ def image_space(shape, num_actions=6) -> EnvSpace:
 
 @pytest.mark.parametrize("topology", ["separate", "shared"])
 @pytest.mark.parametrize("torso, shape", [("nature", (84, 84, 4)), ("nature", (36, 36, 1)),
-                                          ("impala", (84, 84, 4)), ("impala", (21, 21, 3))])
+                                          ("impala", (84, 84, 4)), ("impala", (21, 21, 3)),
+                                          ("small", (10, 10, 4)), ("small", (7, 7, 3))])
 def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
     learner = Learner(Config(torso=torso, topology=topology), image_space(shape))
     policy = Policy(learner.space, learner.spec)
@@ -47,7 +48,7 @@ def test_numpy_cnn_policy_matches_keras_within_1e5(torso, shape, topology):
     np.testing.assert_allclose(policy.value(x), values, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("torso", ["nature", "impala"])
+@pytest.mark.parametrize("torso", ["nature", "impala", "small"])
 def test_bfloat16_cnn_computes_in_bfloat16_keeps_float32_state_and_trains(torso):
     from distributed_ac.bench.phases import synthetic_batch
 
@@ -96,7 +97,7 @@ def test_shared_cnn_trunk_is_the_same_variables_in_actor_and_critic(torso):
 
 
 @pytest.mark.parametrize("topology", ["separate", "shared"])
-@pytest.mark.parametrize("torso", ["nature", "impala"])
+@pytest.mark.parametrize("torso", ["nature", "impala", "small"])
 def test_a_checkpoint_holds_every_variable_of_the_cnns(torso, topology, tmp_path):
     from distributed_ac.learning.networks import checkpoint_objects
 
@@ -149,12 +150,31 @@ def test_refused_image_settings_say_why_in_one_line(kw, message, capsys):
 
 
 def test_a_cnn_on_vectors_and_a_nature_cnn_on_small_images_are_refused():
-    with pytest.raises(ConfigError, match="takes image"):
-        encoder_for(Config(torso="nature"), (4,))
-    with pytest.raises(ConfigError, match="at least 36x36"):
-        encoder_for(Config(), (16, 16, 2))
+    for torso in ("nature", "small", "impala"):
+        with pytest.raises(ConfigError, match="takes image"):
+            encoder_for(Config(torso=torso), (4,))
+    with pytest.raises(ConfigError, match=r"at least 36x36.*use --torso small or impala"):
+        encoder_for(Config(torso="nature"), (16, 16, 2))
+    with pytest.raises(ConfigError, match="use --torso small or impala"):
+        encoder_for(Config(torso="mlp"), (10, 10, 4))
     assert encoder_for(Config(torso="impala"), (16, 16, 2)) == "impala"
-    assert encoder_for(Config(), (36, 36, 1)) == "nature" and encoder_for(Config(), (4,)) == "mlp"
+    assert encoder_for(Config(), (4,)) == "mlp"
+
+
+@pytest.mark.parametrize("shape, torso", [((84, 84, 4), "nature"), ((36, 36, 1), "nature"),
+                                          ((36, 35, 1), "small"), ((10, 10, 4), "small"),
+                                          ((7, 7, 3), "small"), ((3, 3, 1), "small")])
+def test_torso_auto_picks_nature_from_36x36_and_small_below(shape, torso):
+    assert encoder_for(Config(torso="auto"), shape) == torso
+
+
+def test_a_small_cnn_on_images_under_3x3_is_refused_in_one_line():
+    for torso in ("small", "auto"):
+        with pytest.raises(ConfigError, match=r"at least 3x3.*use --torso impala\)$") as err:
+            encoder_for(Config(torso=torso), (2, 2, 1))
+        assert len(str(err.value).splitlines()) == 1
+    assert encoder_for(Config(torso="small"), (3, 8, 1)) == "small"
+    assert encoder_for(Config(torso="impala"), (2, 2, 1)) == "impala"
 
 
 # ---- a CNN run's checkpoint: resume bit for bit, evaluate, export ------------------------

@@ -18,6 +18,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (filters, kernel, stride), valid
 NATURE_DENSE = 512
+SMALL_CONVS = ((16, 3, 1),)  # MinAtar's network (Young & Tian 2019), for images under 36x36
+SMALL_DENSE = 128
+# the plain stacks (valid convs, each with ReLU, then dense + ReLU): one code path, here and
+# in keras_cnn.py, with each kind's (convs, dense width)
+CONV_STACKS = {"nature": (NATURE_CONVS, NATURE_DENSE), "small": (SMALL_CONVS, SMALL_DENSE)}
 IMPALA_CHANNELS = (16, 32, 32)  # each: 3x3 conv, 3x3/2 max-pool, IMPALA_BLOCKS res blocks
 IMPALA_DENSE = 256
 IMPALA_BLOCKS = 2
@@ -27,8 +32,8 @@ BLOCK = 32  # frames per pass through the layers (the measurement in benchmarks/
 
 def bundle_size(kind: str) -> int:
     """How many arrays a torso puts at the front of a Weights path (kernel, bias each)."""
-    if kind == "nature":
-        return 2 * (len(NATURE_CONVS) + 1)
+    if kind in CONV_STACKS:
+        return 2 * (len(CONV_STACKS[kind][0]) + 1)
     if kind == "impala":
         return 2 * (len(IMPALA_CHANNELS) * (1 + 2 * IMPALA_BLOCKS) + 1)
     raise ValueError(f"unknown torso '{kind}'")
@@ -102,8 +107,10 @@ class NumpyTorso:
             raise ValueError(f"torso {kind} takes {bundle_size(kind)} arrays, got {len(params)}")
         self.kind = kind
         it = iter(params)
-        if kind == "nature":
-            self.convs = [Conv(next(it), next(it), s, same=False) for _, _, s in NATURE_CONVS]
+        self.plain = kind in CONV_STACKS
+        if self.plain:
+            self.convs = [Conv(next(it), next(it), s, same=False)
+                          for _, _, s in CONV_STACKS[kind][0]]
         else:
             n = len(IMPALA_CHANNELS) * (1 + 2 * IMPALA_BLOCKS)
             self.convs = [Conv(next(it), next(it), 1, same=True) for _ in range(n)]
@@ -117,12 +124,12 @@ class NumpyTorso:
         return out
 
     def _block(self, x: np.ndarray) -> np.ndarray:
-        x = self._nature(x) if self.kind == "nature" else self._impala(x)
+        x = self._plain_stack(x) if self.plain else self._impala(x)
         y = x.reshape(len(x), -1) @ self.dense_w  # NHWC flattened as Keras' Flatten does
         y += self.dense_b
         return relu(y)
 
-    def _nature(self, x):
+    def _plain_stack(self, x):
         for conv in self.convs:
             x = relu(conv(x))
         return x
@@ -138,7 +145,7 @@ class NumpyTorso:
 
 
 class CNNEncoder:
-    """The nature or impala encoder over its part's arrays (keras_cnn.py's bundle order)."""
+    """The nature, small or impala encoder over its part's arrays (keras_cnn.py's bundle order)."""
 
     def __init__(self, kind: str):
         self.kind = kind

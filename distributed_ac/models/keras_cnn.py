@@ -3,6 +3,9 @@ over a flat parameter list for the exported SavedModel. (cnn.py is the workers'.
 
 - Nature CNN (Mnih et al. 2015, cleanRL's ppo_atari): conv 32 8x8 stride 4, conv 64
   4x4 stride 2, conv 64 3x3 stride 1 (valid padding), flatten, dense 512, ReLU after each.
+- Small CNN (MinAtar's, Young & Tian 2019), for images under 36x36 (MinAtar 10x10,
+  MiniGrid 7x7): conv 16 3x3 stride 1 (valid), flatten, dense 128, ReLU after each. It
+  and Nature are one layer, ConvStackTorso, over different constants.
 - IMPALA ResNet (Espeholt et al. 2018): for 16, 32, 32 channels a 3x3 conv, a 3x3 stride-2
   max-pool and two residual blocks (ReLU, conv, ReLU, conv, + input), all 'same' padded;
   then ReLU, flatten, dense 256, ReLU.
@@ -19,17 +22,18 @@ convs, then block 2's), then the dense kernel and bias.
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import tensorflow as tf
 
 # one description of each architecture (and of the pixel scale), shared with the
 # workers' NumPy twin
 from distributed_ac.models.cnn import (
+    CONV_STACKS,
     IMPALA_BLOCKS,
     IMPALA_CHANNELS,
     IMPALA_DENSE,
-    NATURE_CONVS,
-    NATURE_DENSE,
     UINT8_SCALE,
 )
 
@@ -66,15 +70,18 @@ def scaled(x):
     return tf.cast(x, tf.float32)
 
 
-class NatureTorso(keras.layers.Layer):
-    def __init__(self, seed: int, **kwargs):
+class ConvStackTorso(keras.layers.Layer):
+    """Valid convolutions (`convs`: (filters, kernel, stride) each), each with ReLU, then
+    flatten and a dense layer of `dense` units with ReLU: nature and small (CONV_STACKS)."""
+
+    def __init__(self, seed: int, convs: tuple, dense: int, **kwargs):
         super().__init__(**kwargs)
         dt = self.dtype_policy
         self._convs = _track(self, "conv", [
             _conv(f, k, s, "valid", "relu", f"conv{i}", seed + i, dt)
-            for i, (f, k, s) in enumerate(NATURE_CONVS)])
+            for i, (f, k, s) in enumerate(convs)])
         self.flatten = keras.layers.Flatten(dtype=dt)
-        self.dense = keras.layers.Dense(NATURE_DENSE, activation="relu", name="dense", dtype=dt,
+        self.dense = keras.layers.Dense(dense, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 10))
 
     @property
@@ -148,7 +155,9 @@ class ImpalaTorso(keras.layers.Layer):
         return out + [self.dense.kernel, self.dense.bias]
 
 
-TORSOS = {"nature": NatureTorso, "impala": ImpalaTorso}
+TORSOS = {**{kind: functools.partial(ConvStackTorso, convs=convs, dense=dense)
+             for kind, (convs, dense) in CONV_STACKS.items()},
+          "impala": ImpalaTorso}
 
 
 def make_torso(kind: str, name: str, seed: int, precision: str = "float32") -> keras.layers.Layer:
@@ -164,8 +173,8 @@ def tf_forward(kind: str, params: list, x):
     exported SavedModel runs, with no Keras object in it."""
     x = scaled(x)
     it = iter(params)
-    if kind == "nature":
-        for _, _, stride in NATURE_CONVS:
+    if kind in CONV_STACKS:
+        for _, _, stride in CONV_STACKS[kind][0]:
             x = tf.nn.relu(_conv_tf(x, next(it), next(it), stride, "VALID"))
     else:
         for _ in IMPALA_CHANNELS:

@@ -32,12 +32,14 @@ ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD, LOG_STD)  # what workers a
 TARGET_PARTS = (TARGET_ENCODER, TARGET_CORE, TARGET_HEAD)  # what workers bootstrap with
 
 NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
+SMALL_MIN_PX = 3  # small's one 3x3/1 valid convolution leaves 1x1 of a 3x3 image
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     encoder: str
-    """mlp, nature or impala."""
+    """mlp (vectors), nature (images of at least 36x36), small (MinAtar's CNN, images of
+    at least 3x3; what torso auto picks under 36x36) or impala (images of any size)."""
     hidden_sizes: tuple[int, ...]
     activation: str
     head: str
@@ -97,11 +99,12 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     env's spaces are known, which a Config alone does not know. `mixed`: obs_shape is an
     image entry beside vector entries (which normalize_obs may normalise)."""
     image = len(obs_shape) == 3
-    torso = cfg.torso if cfg.torso != "auto" else ("nature" if image else "mlp")
+    side = min(obs_shape[:2]) if image else 0
+    torso = cfg.torso if cfg.torso != "auto" else _auto_torso(image, side)
     shape = "x".join(str(d) for d in obs_shape)
     if image and torso == "mlp":
         raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
-                          "images (use --torso nature or impala)")
+                          f"images (use --torso {_cnns_for(side)})")
     if not image and torso != "mlp":
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
@@ -111,10 +114,28 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     if image and cfg.normalize_obs is True and not mixed:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")
-    if torso == "nature" and min(obs_shape[:2]) < NATURE_MIN_PX:
+    if torso == "nature" and side < NATURE_MIN_PX:
         raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
-                          f"pixels; '{cfg.env}' gives {shape} (use --torso impala)")
+                          f"pixels; '{cfg.env}' gives {shape} (use --torso {_cnns_for(side)})")
+    if torso == "small" and side < SMALL_MIN_PX:
+        picked = "small" if cfg.torso == "small" else "auto (small under 36x36)"
+        raise ConfigError(f"torso {picked} needs images of at least {SMALL_MIN_PX}x{SMALL_MIN_PX} "
+                          f"pixels; '{cfg.env}' gives {shape} (use --torso {_cnns_for(side)})")
     return torso
+
+
+def _auto_torso(image: bool, side: int) -> str:
+    """torso auto: the Nature CNN where its strides fit the image, MinAtar's below."""
+    if not image:
+        return "mlp"
+    return "nature" if side >= NATURE_MIN_PX else "small"
+
+
+def _cnns_for(side: int) -> str:
+    """The CNN torsos that can read images whose smaller side is `side`, for a refusal."""
+    if side >= NATURE_MIN_PX:
+        return "nature or impala"
+    return "small or impala" if side >= SMALL_MIN_PX else "impala"
 
 
 def obs_normalized(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) -> bool:

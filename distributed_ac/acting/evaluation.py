@@ -22,6 +22,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs.atari import Preprocess, make_single
+from distributed_ac.envs.packages import import_packages
 from distributed_ac.envs.vector import made, resolve_env_id, space_for
 from distributed_ac.models.spec import ModelSpec
 
@@ -35,6 +36,7 @@ def first_seed(cfg: Config) -> int:
 
 def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
     """One env as evaluation plays it: the training observations, whole games, raw rewards."""
+    import_packages(cfg.gym_packages)  # `dac evaluate` may make it before any probe
     env_id = resolve_env_id(cfg.env)
     if render_mode is not None:
         # rgb_array frames need no display; without this SDL (pygame) looks for one and

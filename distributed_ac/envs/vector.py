@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 
 from distributed_ac.core.errors import BadInput, EnvError
 from distributed_ac.envs import atari, structured
+from distributed_ac.envs.packages import import_packages, unknown_id_hint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,8 @@ def resolve_env_id(env: str) -> str:
         atari.register_ale(env)
         if env not in gym.registry:
             raise EnvError(f"unknown environment id '{env}': not in the Gymnasium registry "
-                           "(check the spelling, or give a module:Class entry point)")
+                           "(check the spelling, or give a module:Class entry point; "
+                           f"{unknown_id_hint(env)})")
         return env
     module_name, _, attr = env.partition(":")
     try:
@@ -308,12 +310,15 @@ def _obs_fields(obs_space: gym.spaces.Box) -> dict:
 
 
 def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
-    """make_vector_env for a Config: its env, vectorization and preprocessing."""
+    """make_vector_env for a Config: its env, vectorization and preprocessing (after
+    importing its gym_packages, in whichever process this runs)."""
+    import_packages(cfg.gym_packages)
     return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg))
 
 
 def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
+    import_packages(cfg.gym_packages)
     return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
                        not cfg.ignore_action_mask, cfg.observe_action_mask)
 

@@ -171,7 +171,8 @@ def test_vector_entries_of_a_dict_become_one_vector_in_the_spaces_order():
     (gym.spaces.Dict({"a": gym.spaces.Dict({"b": gym.spaces.Discrete(2)}),
                       "v": gym.spaces.Box(-1, 1, (2,), np.float32)}), "entry 'a' of space Dict"),
     (gym.spaces.Dict({"img": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
-                      "s": gym.spaces.Text(4)}), "entry 's' of space Text")])
+                      "s": gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None)}),
+     "entry 's' of space Graph")])
 def test_unsupported_dict_observations_are_refused_in_one_line(space, message):
     venv = gym.vector.SyncVectorEnv([lambda: _Obs(space)])
     with pytest.raises(EnvError, match=message):

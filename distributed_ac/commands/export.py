@@ -149,19 +149,40 @@ class PolicyModule(tf.Module):
         return value if state is None else (value, state)
 
 
-def _entry_specs(entries) -> dict:
-    """A Dict (or Tuple) observation's entries as named inputs, batched: a Box flattened
-    to float32 [B, size], a Discrete as int64 [B], a MultiBinary as float32 [B, size]."""
-    return {str(e.key): (tf.TensorSpec([None], tf.int64, name=str(e.key)) if e.kind == "discrete"
-                         else tf.TensorSpec([None, e.size], tf.float32, name=str(e.key)))
-            for e in entries}
+def _entry_spec(e) -> tf.TensorSpec:
+    """One vector entry as the SavedModel takes it, batched: a Discrete as int64 [B], a
+    MultiDiscrete as int64 [B, components], text as its bag of words float32 [B, buckets]
+    (envs/structured.bag_of_words), a Box flattened or a MultiBinary as float32 [B, size]."""
+    if e.kind == "discrete":
+        return tf.TensorSpec([None], tf.int64, name=e.name)
+    if e.kind == "multi_discrete":
+        return tf.TensorSpec([None, len(e.nvec)], tf.int64, name=e.name)
+    return tf.TensorSpec([None, e.size], tf.float32, name=e.name)
 
 
-def _as_vector_tf(obs: dict, entries):
-    """envs/structured.as_vector in TF: the entries one-hot or as floats, concatenated."""
-    parts = [tf.one_hot(obs[str(e.key)] - e.start, e.size) if e.kind == "discrete"
-             else obs[str(e.key)] for e in entries]
-    return tf.concat(parts, axis=1)
+def _entry_specs(entries):
+    """The entries as named inputs; a bare Discrete, MultiDiscrete or MultiBinary
+    observation (one entry, key None) as the one input `obs`."""
+    if entries[0].key is None:
+        return _entry_spec(entries[0])
+    return {e.name: _entry_spec(e) for e in entries}
+
+
+def _entry_tf(x, e):
+    """envs/structured.as_float in TF: an index one-hot, other entries as they come."""
+    if e.kind == "discrete":
+        return tf.one_hot(x - e.start, e.size)
+    if e.kind == "multi_discrete":
+        return tf.concat([tf.one_hot(x[:, i] - start, n)
+                          for i, (n, start) in enumerate(zip(e.nvec, e.starts))], axis=1)
+    return x
+
+
+def _as_vector_tf(obs, entries):
+    """envs/structured.as_vector in TF: the entries as floats, concatenated."""
+    if entries[0].key is None:
+        return _entry_tf(obs, entries[0])
+    return tf.concat([_entry_tf(obs[e.name], e) for e in entries], axis=1)
 
 
 def export(run_dir: str | Path, out: str | Path, best: bool = False) -> dict:

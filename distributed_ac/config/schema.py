@@ -26,6 +26,8 @@ class Config:
     # --- environment -------------------------------------------------------------
     env: str = "CartPole-v1"
     """Gymnasium id (e.g. CartPole-v1) or a `module:Class` / `module:function` entry point."""
+    gym_packages: tuple[str, ...] = ()
+    """Modules imported before the env is made, in every process that makes one (workers, evaluator, `dac evaluate`), for packages that register their ids on import (minigrid, shimmy, popgym); `module:function` also calls the function (MinAtar: minatar.gym:register_envs)."""
     vectorization: Literal["auto", "vector_entry_point", "sync", "async"] = "auto"
     """How sub-envs are stepped: auto = the env's numpy-vectorized entry point if it has one, else sync; async = one process per sub-env (spawn)."""
     seed: int = 0
@@ -90,14 +92,16 @@ class Config:
     # --- networks ----------------------------------------------------------------
     topology: Literal["separate", "shared"] = "separate"
     """separate: physically separate actor and critic MLPs. shared: one trunk feeding both heads."""
-    torso: Literal["auto", "mlp", "nature", "impala"] = "auto"
-    """The encoder: mlp (hidden_sizes, activation), nature (the DQN Nature CNN, images of at least 36x36) or impala (the IMPALA ResNet); auto = nature for images, mlp otherwise."""
+    torso: Literal["auto", "mlp", "nature", "impala", "small"] = "auto"
+    """The encoder: mlp (hidden_sizes, activation), nature (the DQN Nature CNN, images of at least 36x36), impala (the IMPALA ResNet) or small (MinAtar's CNN: conv 16 3x3/1, dense 128; images of at least 3x3); auto = nature for images of at least 36x36, small below, mlp for vectors."""
     cnn_precision: Literal["float32", "bfloat16"] = "float32"
     """What a CNN encoder computes in on the learner: bfloat16 = Keras mixed precision (variables, optimizer state, heads and losses stay float32)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
     activation: Literal["tanh", "relu", "elu", "sigmoid", "silu", "swish", "linear"] = "tanh"
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
+    text_obs: Literal["drop", "hash"] = "drop"
+    """Text observation entries (Gymnasium Text, MiniGrid's mission): drop = left out of what the networks read (said once at start-up); hash = a hashed bag of words, TEXT_BUCKETS counts of the lower-cased words (crc32 mod TEXT_BUCKETS), read like any vector entry."""
     ignore_action_mask: bool = False
     """Act as if every action were allowed even when the env's Dict observation has an action_mask (a baseline for masking)."""
     observe_action_mask: bool = False

@@ -5,9 +5,11 @@ step after an episode ends is a reset step whose action is ignored; acting/worke
 it). `EnvSpace` is the small, picklable description of the spaces that the learner and
 the policy need, so the learner never has to hold an environment.
 
-Observations: a rank-3 Box is an image, taken as (H, W, C), and keeps its dtype when it
-is uint8 (Atari frames: 84 x 84 x 4) all the way to the learner's graph, which scales it
-by 1/255; any other Box is flattened to float32 [obs_dim] for an MLP.
+Observations: a Box that structured.image_shape reads as an image (rank 3 as (H, W, C),
+a rank-2 uint8 or bool frame as one channel) keeps its dtype when it is uint8 (Atari
+frames: 84 x 84 x 4) all the way to the learner's graph, which scales it by 1/255; any
+other Box is flattened to float32 [obs_dim] for an MLP. Dict, Tuple, Discrete,
+MultiDiscrete, MultiBinary and Text observations are read as structured.py says.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class EnvSpace:
     obs_entries: tuple[structured.Entry, ...] = ()
     obs_shape: tuple[int, ...] = ()  # as the networks take one observation; () = (obs_dim,)
     obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
+    # observation entries left out of what the networks read (text), said at start-up
+    dropped: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
     def __post_init__(self):
         if not self.obs_shape:
@@ -230,7 +234,7 @@ def _checked(venv: gym.vector.VectorEnv, env: str) -> gym.vector.VectorEnv:
     if autoreset != AutoresetMode.NEXT_STEP:
         venv.close()
         raise EnvError(f"'{env}' resets in {autoreset} mode; only NEXT_STEP autoreset is supported")
-    space_of(venv, env)
+    space_of(venv, env, text_obs="hash")  # readable at all; the Config says how (space_for)
     return venv
 
 
@@ -244,12 +248,13 @@ def _preprocessing(env_id: str, p: atari.Preprocess) -> tuple[dict, list]:
 
 
 def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
-             observe_mask: bool = False) -> EnvSpace:
+             observe_mask: bool = False, text_obs: str = "drop") -> EnvSpace:
     """Describe (and check) a vector env's single observation and action spaces; with
     use_mask False an action_mask is read past (the policy acts as if every action were
-    allowed); with observe_mask the networks read it too, as observation entries."""
+    allowed); with observe_mask the networks read it too, as observation entries;
+    text_obs: how text entries are read (structured.py)."""
     obs_space, act_space = venv.single_observation_space, venv.single_action_space
-    parts = structured.split(obs_space, act_space, env, observe_mask)
+    parts = structured.split(obs_space, act_space, env, observe_mask, text_obs)
     space = _space(parts.obs_space if parts else obs_space, act_space, env)
     if parts is None:
         return space
@@ -257,12 +262,11 @@ def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
         raise EnvError(f"'{env}' has an action_mask of {parts.mask_size} entries for "
                        f"{act_space}, which has {space.num_actions} (one per choice)")
     return dataclasses.replace(space, obs_key=parts.obs_key, obs_entries=parts.entries,
-                               mask_size=parts.mask_size if use_mask else 0)
+                               mask_size=parts.mask_size if use_mask else 0,
+                               dropped=parts.dropped)
 
 
-def _space(obs_space, act_space, env: str) -> EnvSpace:
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise EnvError(f"'{env}' has observation space {obs_space}; only Box, Dict and Tuple observations are supported")
+def _space(obs_space: gym.spaces.Box, act_space, env: str) -> EnvSpace:
     obs_dim = int(np.prod(obs_space.shape))
     obs = _obs_fields(obs_space)
     if isinstance(act_space, gym.spaces.Discrete):
@@ -300,13 +304,14 @@ def _multi_discrete(act_space, env: str):
 
 
 def _obs_fields(obs_space: gym.spaces.Box) -> dict:
-    """obs_shape and obs_dtype: images (rank 3) keep their shape, and their bytes when
-    uint8 (4x less to step, ship and store than float32); everything else is a flat
-    float32 vector, as before."""
-    if len(obs_space.shape) != 3:
+    """obs_shape and obs_dtype: images (structured.image_shape) as (H, W, C), keeping
+    their bytes when uint8 (4x less to step, ship and store than float32; bool images
+    become float 0/1); everything else is a flat float32 vector."""
+    shape = structured.image_shape(obs_space)
+    if shape is None:
         return {}
     dtype = "uint8" if obs_space.dtype == np.uint8 else "float32"
-    return {"obs_shape": tuple(int(d) for d in obs_space.shape), "obs_dtype": dtype}
+    return {"obs_shape": shape, "obs_dtype": dtype}
 
 
 def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
@@ -320,20 +325,21 @@ def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
     import_packages(cfg.gym_packages)
     return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
-                       not cfg.ignore_action_mask, cfg.observe_action_mask)
+                       not cfg.ignore_action_mask, cfg.observe_action_mask, cfg.text_obs)
 
 
 def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
     """space_of with a Config's action-mask settings."""
-    return space_of(venv, cfg.env, not cfg.ignore_action_mask, cfg.observe_action_mask)
+    return space_of(venv, cfg.env, not cfg.ignore_action_mask, cfg.observe_action_mask,
+                    cfg.text_obs)
 
 
 def probe_space(env: str, vectorization: str = "auto",
                 preprocess: atari.Preprocess | None = None, use_mask: bool = True,
-                observe_mask: bool = False) -> EnvSpace:
+                observe_mask: bool = False, text_obs: str = "drop") -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces (space_of)."""
     venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
     try:
-        return space_of(venv, env, use_mask, observe_mask)
+        return space_of(venv, env, use_mask, observe_mask, text_obs)
     finally:
         venv.close()

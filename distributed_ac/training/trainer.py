@@ -81,6 +81,10 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         check_address(address)  # seconds, where Ray would retry a silent address for minutes
     if note:
         print(note, file=sys.stderr, flush=True)
+    if space.dropped:
+        print(f"observation entries left out of what the networks read: "
+              f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
+              flush=True)
     with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
         pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
         try:

@@ -76,15 +76,20 @@ def cmd_table(args) -> None:
     for (env, w, flags), rs in sorted(cells.items(), key=lambda c: (c[0][0], c[0][2], c[0][1])):
         rs.sort(key=lambda r: r["seed"])
         seeds = ", ".join(str(r["seed"]) for r in rs)
-        scores = ", ".join(f"{r['mean_return_100']:.0f}" for r in rs)
+        scores = ", ".join(_score(r["mean_return_100"]) for r in rs)
         lag = f"{max(r['policy_lag_p95'] for r in rs)} ({max(r['max_policy_lag'] for r in rs)})"
         name = env + (f" ({' '.join(flags)})" if flags else "")
         print(f"| {name} | {w} | {scores} (seeds {seeds}) | "
-              f"{statistics.median(r['mean_return_100'] for r in rs):.0f} | "
+              f"{_score(statistics.median(r['mean_return_100'] for r in rs))} | "
               f"{_span([r['env_steps'] for r in rs])} | {_span([r['updates'] for r in rs])} | "
               f"{lag} | {sum(r['dropped_batches'] for r in rs)} | "
               f"{statistics.median(r['worker_wait_pct'] for r in rs):.0f}% | "
               f"{statistics.median(r['wall_s'] for r in rs):.0f} |")
+
+
+def _score(x: float) -> str:
+    """Whole numbers, but two decimals for returns under 10 (MiniGrid's 0.97, popgym's)."""
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.0f}"
 
 
 def _span(values: list[int]) -> str:

@@ -140,6 +140,18 @@ def test_on_local_ray_every_worker_and_the_evaluator_import_the_package(tmp_path
     assert len(importers(pid_log)) >= 4  # the driver's probe, 2 workers, the evaluator
 
 
+@pytest.mark.e2e
+def test_a_package_missing_on_the_workers_node_is_one_line_not_worker_restarts(tmp_path):
+    """The driver's probe imports it; each Ray worker fails to: the run stops at the
+    first worker's start-up with that worker's line and exit 2, instead of replacing
+    workers that can never start (max_worker_restarts of them)."""
+    out = dac("train", "--env", "DacTestNode-v0", "--gym-packages", "driver_only_package",
+              "--num-workers", "1", *SHORT, "--run-dir", str(tmp_path / "run"))
+    line = one_error_line(out)
+    assert "cannot import gym package 'driver_only_package'" in line, line
+    assert "not on this node" in line and "replac" not in out.stderr, out.stderr[-2000:]
+
+
 TRIAL = """
 import sys
 from pathlib import Path

@@ -111,7 +111,7 @@ class Config:
     core: Literal["none", "lstm", "gru"] = "none"
     """Recurrent core between encoder and heads: none (feed-forward), lstm or gru; its state is kept per sub-env and zeroed at each episode's first step."""
     core_size: int = 0
-    """Units of the recurrent core; 0 = auto: 256 for image observations, 128 for vectors."""
+    """Units of the recurrent core; 0 = auto: 256 behind the nature and impala CNNs, 128 behind an MLP or the small CNN."""
 
     # --- learning ----------------------------------------------------------------
     policy_loss: Literal["pg", "clip"] = "pg"

@@ -62,14 +62,15 @@ class ModelSpec:
 
     @staticmethod
     def of(cfg: Config, space) -> "ModelSpec":
-        return ModelSpec(encoder=encoder_for(cfg, space.obs_shape, space.mixed),
+        encoder = encoder_for(cfg, space.obs_shape, space.mixed)
+        return ModelSpec(encoder=encoder,
                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
                          head=head_for(space),
                          num_actions=space.num_actions, shared=cfg.topology == "shared",
                          obs_norm=obs_normalized(cfg, space.obs_shape, space.mixed),
                          obs_clip=cfg.obs_clip, mixed=space.mixed,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
-                         core=cfg.core, core_size=cfg.core_size or (256 if len(space.obs_shape) == 3 else 128))
+                         core=cfg.core, core_size=cfg.core_size or _auto_core_size(encoder))
 
     @property
     def recurrent(self) -> bool:
@@ -122,6 +123,12 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
         raise ConfigError(f"torso {picked} needs images of at least {SMALL_MIN_PX}x{SMALL_MIN_PX} "
                           f"pixels; '{cfg.env}' gives {shape} (use --torso {_cnns_for(side)})")
     return torso
+
+
+def _auto_core_size(encoder: str) -> int:
+    """core_size auto: 256 behind the large CNNs (their 512 and 256 features), else 128
+    (MLP features and the small CNN's 128)."""
+    return 256 if encoder in ("nature", "impala") else 128
 
 
 def _auto_torso(image: bool, side: int) -> str:

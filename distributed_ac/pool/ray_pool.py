@@ -18,7 +18,7 @@ from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
-from distributed_ac.core.errors import NonFiniteError, WorkerFailure
+from distributed_ac.core.errors import BadInput, NonFiniteError, WorkerFailure
 from distributed_ac.pool import ray_cluster
 from distributed_ac.pool.base import OneAtATime
 from distributed_ac.pool.ray_cluster import local_num_cpus
@@ -54,9 +54,23 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
 
 
 class _PlacedRolloutWorker(RolloutWorker):
-    """A RolloutWorker that can also say which Ray node it landed on."""
+    """A RolloutWorker that can also say which Ray node it landed on.
+
+    Bad input met while starting (a gym package not installed on this node, say) is kept
+    and raised by info(), the first call the driver makes: as a task's error Ray hands
+    the driver the BadInput itself (one line, exit 2), where an actor that died in
+    __init__ reads as a crash and is replaced, up to max_worker_restarts times."""
+
+    def __init__(self, *args, **kwargs):
+        self._bad_input = None
+        try:
+            super().__init__(*args, **kwargs)
+        except BadInput as e:
+            self._bad_input = e
 
     def info(self) -> dict:
+        if self._bad_input is not None:
+            raise self._bad_input
         # load(): this runs in the worker's process, where only Ray's unpickling of this
         # class imported the module (Ray itself is loaded there already)
         return {**super().info(), "node_id": load(local=False).get_runtime_context().get_node_id()}
@@ -132,6 +146,10 @@ class RayPool:
             except ray.exceptions.RayActorError:
                 self._replace(worker, "died while starting")
                 ref = self._started[worker]
+            except ray.exceptions.RayTaskError as e:  # the worker's own line, not its traceback
+                if isinstance(e.cause, BadInput):
+                    raise e.cause from None
+                raise
 
     def learner_node(self) -> str:
         """Where this driver (and so the learner) runs, and whether Ray has a GPU for it."""

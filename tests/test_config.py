@@ -142,9 +142,19 @@ def test_the_fallback_presets_are_valid_configs_that_leave_the_env_alone():
         assert cfg.env == Config().env, stem  # it must not pick the env: it serves many
     assert presets.for_env("Acrobot-v1") == presets.DIR / "default.yaml"
     assert presets.for_env("ALE/Pong-v5") == presets.DIR / "atari.yaml"
+    assert presets.for_env("popgym-CountRecallHard-v0") == presets.DIR / "popgym.yaml"
+    assert load_yaml(presets.DIR / "popgym.yaml").core == "lstm"  # memory tasks
     atari = load_yaml(presets.DIR / "atari.yaml", Config(env="ALE/Pong-v5"))
     assert atari.normalize_obs is False and atari.topology == "shared"
     assert presets.for_env("CartPole-v1") == presets.DIR / "CartPole-v1.yaml"
     # CartPole's file spells out the base it was tuned with: README's first command
     # trains exactly what --no-preset does
     assert load_yaml(presets.DIR / "CartPole-v1.yaml") == Config()
+
+
+def test_the_preset_line_names_a_suites_file_as_the_suites():
+    from distributed_ac.commands.train import preset_note
+
+    note = preset_note(["--env", "popgym-CountRecallEasy-v0"], "popgym-CountRecallEasy-v0")
+    assert "settings for its suite (popgym-*) from distributed_ac/config/presets/popgym.yaml" in note
+    assert "the defaults for such envs" in preset_note(["--env", "Acrobot-v1"], "Acrobot-v1")

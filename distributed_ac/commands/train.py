@@ -73,9 +73,13 @@ def preset_note(argv: list[str], env: str) -> str | None:
     if preset is None:
         return None
     where = preset.relative_to(presets.DIR.parents[2])  # distributed_ac/config/presets/...
-    what = (f"tuned settings for {env} from {where}" if preset.stem not in presets.FALLBACKS
-            else f"{env} has no preset of its own: settings from {where}, the defaults for "
-                 "such envs")
+    suite = presets.suite_of(env)
+    if preset.stem not in presets.FALLBACKS:
+        what = f"tuned settings for {env} from {where}"
+    elif suite and preset.stem == presets.SUITES[suite]:
+        what = f"{env} has no preset of its own: settings for its suite ({suite}*) from {where}"
+    else:
+        what = f"{env} has no preset of its own: settings from {where}, the defaults for such envs"
     return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
 
 

@@ -2,10 +2,12 @@
 hyperparameter files).
 
 `dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' in an id
-becomes '_'). An env without a file of its own starts from `presets/default.yaml`: the
-settings that measured most robust across the suite of envs (benchmarks/RESULTS.md,
-"Defaults for an env without a preset"); an `ALE/` id from `presets/atari.yaml`
-(cleanRL's Atari PPO). Either way `dac train` says so in one line and
+becomes '_'). An env without a file of its own starts from its suite's file when its id
+has a suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari
+PPO; a `popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
+`presets/default.yaml`: the settings that measured most robust across the suite of envs
+(benchmarks/RESULTS.md, "Defaults for an env without a preset"). Either way `dac train`
+says so in one line and
 then applies --config and the flags on top, so anything set explicitly wins;
 `--no-preset` starts from the package base (config.Config's field defaults) instead.
 Each file says what it was tuned with and what it reached.
@@ -17,8 +19,8 @@ from pathlib import Path
 
 DIR = Path(__file__).parent
 DEFAULT = "default"  # the stem of the file for envs without one of their own
-ATARI = "atari"  # ... and for ALE ids without one
-FALLBACKS = (DEFAULT, ATARI)
+SUITES = {"ALE/": "atari", "popgym-": "popgym"}  # ... and for a suite's ids without one
+FALLBACKS = (DEFAULT, *SUITES.values())
 
 
 def path_for(env: str) -> Path | None:
@@ -27,10 +29,16 @@ def path_for(env: str) -> Path | None:
     return p if p.is_file() and p.stem not in FALLBACKS else None
 
 
+def suite_of(env: str) -> str | None:
+    """The id prefix of the suite `env` belongs to (SUITES), or None."""
+    return next((prefix for prefix in SUITES if env.startswith(prefix)), None)
+
+
 def for_env(env: str) -> Path | None:
-    """What a new run of `env` starts from: its own preset, else the Atari one for an
-    ALE id, else the default one (None if that is missing too)."""
-    fallback = DIR / f"{ATARI if env.startswith('ALE/') else DEFAULT}.yaml"
+    """What a new run of `env` starts from: its own preset, else its suite's, else the
+    default one (None if that is missing too)."""
+    suite = suite_of(env)
+    fallback = DIR / f"{SUITES[suite] if suite else DEFAULT}.yaml"
     return path_for(env) or (fallback if fallback.is_file() else None)
 
 

@@ -269,3 +269,25 @@ class FakeTuneSession:
         kept = self.dir / f"reported_{len(self.reports):03d}"
         shutil.copytree(checkpoint_dir, kept)
         self.reports.append((metrics, kept))
+
+
+class GraphObs(Countdown):
+    """A Graph observation: nodes and edges of varying count, no fixed width to read."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None)
+
+
+class SpaceSample(gym.Env):
+    """An env that observes samples of the observation space it is given (a test of how
+    a space is read needs nothing more)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, space):
+        self.observation_space = space
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}

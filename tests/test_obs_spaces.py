@@ -9,6 +9,7 @@ import zlib
 import gymnasium as gym
 import numpy as np
 import pytest
+from fakes import SpaceSample
 
 from distributed_ac.commands import main as cli
 from distributed_ac.core.errors import EnvError
@@ -18,19 +19,8 @@ from distributed_ac.envs.vector import make_vector_env, probe_space, space_of
 CHOICES = "distributed_ac.envs.obs_choices"
 
 
-class _Obs(gym.Env):
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, space):
-        self.observation_space = space
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-
 def _space_and_batch(space, n=3):
-    venv = gym.vector.SyncVectorEnv([lambda: _Obs(space)] * n)
+    venv = gym.vector.SyncVectorEnv([lambda: SpaceSample(space)] * n)
     obs, _ = venv.reset(seed=0)
     got = space_of(venv, "obs", text_obs="hash")
     return got, obs, got.as_batch(obs, n)
@@ -109,12 +99,12 @@ def test_boxes_of_every_rank(shape, dtype, want_shape, want_dtype):
 ])
 def test_spaces_with_no_fixed_width_are_refused_in_one_line(space, message):
     with pytest.raises(EnvError, match=message):
-        space_of(gym.vector.SyncVectorEnv([lambda: _Obs(space)]), "obs")
+        space_of(gym.vector.SyncVectorEnv([lambda: SpaceSample(space)]), "obs")
 
 
 def test_a_text_only_observation_without_hashing_is_refused_in_one_line():
     space = gym.spaces.Dict({"mission": gym.spaces.Text(8)})
-    venv = gym.vector.SyncVectorEnv([lambda: _Obs(space)])
+    venv = gym.vector.SyncVectorEnv([lambda: SpaceSample(space)])
     with pytest.raises(EnvError, match="no observation entry .* --text-obs hash"):
         space_of(venv, "obs")
     assert space_of(venv, "obs", text_obs="hash").obs_shape == (structured.TEXT_BUCKETS,)
@@ -197,3 +187,12 @@ def test_small_images_are_read_by_the_small_cnn_learned_exported_and_evaluated(
         images[q, row * half:(row + 1) * half, col * half:(col + 1) * half, 0] = lit
     serve = _exported(capsys, run, tmp_path)
     np.testing.assert_array_equal(serve(obs=tf.constant(images))["action"].numpy(), np.arange(4))
+
+
+def test_dac_train_refuses_a_graph_observation_in_one_line_with_exit_2(capsys, tmp_path):
+    code = cli.main(["train", "--env", "fakes:GraphObs", "--serial",
+                     "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("dac: error: ") and "observation space Graph" in err[-1], err
+    assert not (tmp_path / "run").exists()  # a bad env leaves no run directory behind

@@ -7,6 +7,7 @@ import io
 import gymnasium as gym
 import numpy as np
 import pytest
+from fakes import SpaceSample
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
@@ -131,17 +132,6 @@ def test_multi_discrete_and_multi_binary_tasks_are_learned_near_their_optimum(en
 DICT = "distributed_ac.envs.choices:DictChoice"
 
 
-class _Obs(gym.Env):
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, space):
-        self.observation_space = space
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-
 MIXED = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2, 2), np.float32),
                          "room": gym.spaces.Discrete(3, start=1),
                          "keys": gym.spaces.MultiBinary(2)})
@@ -150,7 +140,7 @@ MIXED = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2, 2), np.float32),
 def test_vector_entries_of_a_dict_become_one_vector_in_the_spaces_order():
     from distributed_ac.envs import structured
 
-    venv = gym.vector.SyncVectorEnv([lambda: _Obs(MIXED)] * 3)
+    venv = gym.vector.SyncVectorEnv([lambda: SpaceSample(MIXED)] * 3)
     space = space_of(venv, "mixed")
     obs, _ = venv.reset(seed=0)
     got = space.as_batch(obs, 3)
@@ -161,7 +151,7 @@ def test_vector_entries_of_a_dict_become_one_vector_in_the_spaces_order():
                   "room": np.eye(3)[obs["room"][i] - 1]}
         np.testing.assert_array_equal(got[i], np.concatenate([pieces[k] for k in order]))
     tup = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (3,), np.float32)))
-    tspace = space_of(gym.vector.SyncVectorEnv([lambda: _Obs(tup)] * 2), "tuple")
+    tspace = space_of(gym.vector.SyncVectorEnv([lambda: SpaceSample(tup)] * 2), "tuple")
     tobs = (np.array([1, 0]), np.arange(6, dtype=np.float32).reshape(2, 3))
     np.testing.assert_array_equal(structured.as_vector(tobs, tspace.obs_entries, 2),
                                   [[0, 1, 0, 1, 2], [1, 0, 3, 4, 5]])
@@ -174,7 +164,7 @@ def test_vector_entries_of_a_dict_become_one_vector_in_the_spaces_order():
                       "s": gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None)}),
      "entry 's' of space Graph")])
 def test_unsupported_dict_observations_are_refused_in_one_line(space, message):
-    venv = gym.vector.SyncVectorEnv([lambda: _Obs(space)])
+    venv = gym.vector.SyncVectorEnv([lambda: SpaceSample(space)])
     with pytest.raises(EnvError, match=message):
         space_of(venv, "dict")
 

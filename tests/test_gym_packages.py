@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_bad_input import TESTS, dac, yaml_file
 
-from distributed_ac.config.schema import Config, load_yaml
+from distributed_ac.config.schema import Config, from_dict, load_yaml
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs import packages
 from distributed_ac.envs.vector import resolve_env_id
@@ -93,6 +93,11 @@ def test_a_yaml_config_names_packages_as_the_flag_does(tmp_path):
                                              "gym_packages: [minigridd]\n"),
               "--run-dir", str(tmp_path / "run"))
     assert "cannot import gym package 'minigridd'" in one_error_line(out)
+
+
+def test_a_yaml_config_may_name_one_package_without_a_list():
+    assert from_dict({"gym_packages": "minigrid"}).gym_packages == ("minigrid",)
+    assert from_dict({"gym_packages": ["a", "b:f"]}).gym_packages == ("a", "b:f")
 
 
 # ---- runs that import the package where the env is made ---------------------------------

@@ -27,7 +27,7 @@ class Config:
     env: str = "CartPole-v1"
     """Gymnasium id (e.g. CartPole-v1) or a `module:Class` / `module:function` entry point."""
     gym_packages: tuple[str, ...] = ()
-    """Modules imported before the env is made, in every process that makes one (workers, evaluator, `dac evaluate`), for packages that register their ids on import (minigrid, shimmy, popgym); `module:function` also calls the function (MinAtar: minatar.gym:register_envs)."""
+    """Modules imported before the env is made, in every process that makes one (workers, evaluator, `dac evaluate`; installed on every node that runs workers), for packages that register their ids on import (minigrid, shimmy, popgym); `module:function` also calls the function (MinAtar: minatar.gym:register_envs). YAML: a list, or one name."""
     vectorization: Literal["auto", "vector_entry_point", "sync", "async"] = "auto"
     """How sub-envs are stepped: auto = the env's numpy-vectorized entry point if it has one, else sync; async = one process per sub-env (spawn)."""
     seed: int = 0
@@ -324,9 +324,12 @@ def from_dict(values: dict, base: Config | None = None) -> Config:
 
 
 def _coerce(value, tp):
-    """YAML spells tuples as lists and 1e6 as a float: accept those, nothing looser."""
+    """YAML spells tuples as lists and 1e6 as a float, and a tuple of strings of one as
+    the string (`gym_packages: minigrid`): accept those, nothing looser."""
     if isinstance(value, list):
         return tuple(value)
+    if isinstance(value, str) and typing.get_args(tp) == (str, ...):
+        return (value,)
     wants_int = tp is int or int in typing.get_args(tp)
     if wants_int and isinstance(value, float) and value.is_integer():
         return int(value)

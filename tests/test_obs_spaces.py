@@ -196,3 +196,36 @@ def test_dac_train_refuses_a_graph_observation_in_one_line_with_exit_2(capsys, t
     assert code == 2 and "Traceback" not in "\n".join(err)
     assert err[-1].startswith("dac: error: ") and "observation space Graph" in err[-1], err
     assert not (tmp_path / "run").exists()  # a bad env leaves no run directory behind
+
+
+def test_an_action_mask_given_in_info_is_read_as_the_observations_mask():
+    """Taxi gives its mask (the actions that change the state) in info: with
+    info_action_mask the policy reads it from the Dict {"obs", "action_mask"}."""
+    from distributed_ac.envs.atari import Preprocess
+
+    venv = make_vector_env("Taxi-v4", 3, preprocess=Preprocess(info_mask=True))
+    space = space_of(venv, "Taxi-v4")
+    assert space.mask_size == 6 and space.obs_shape == (500,)
+    obs, info = venv.reset(seed=1)
+    for _ in range(3):  # the masks are the env's own, step after step
+        np.testing.assert_array_equal(space.action_masks(obs, 3), info["action_mask"] > 0)
+        np.testing.assert_array_equal(space.as_batch(obs, 3), np.eye(500)[obs["obs"]])
+        obs, _, _, _, info = venv.step(np.array([0, 1, 4]))
+
+
+def test_info_action_mask_on_an_env_without_one_is_one_line(capsys, tmp_path):
+    code = cli.main(["train", "--env", "CartPole-v1", "--info-action-mask", "--serial",
+                     "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("dac: error: "), err
+    assert "info has no 'action_mask'" in err[-1]
+
+
+def test_taxi_with_its_shipped_preset_nears_the_optimum_of_7_93(capsys, tmp_path):
+    """presets/Taxi-v4.yaml reads the mask from info; without it, -200 at 1M."""
+    code = cli.main(["train", "--env", "Taxi-v4", "--serial", "--seed", "0",
+                     "--total-env-steps", "400000", "--run-dir", str(tmp_path / "run")])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    assert "tuned settings for Taxi-v4" in out.err
+    assert json.loads(out.out.strip().splitlines()[-1])["mean_return_100"] >= 6.0

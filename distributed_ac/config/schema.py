@@ -102,6 +102,8 @@ class Config:
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
     text_obs: Literal["drop", "hash"] = "drop"
     """Text observation entries (Gymnasium Text, MiniGrid's mission): drop = left out of what the networks read (said once at start-up); hash = a hashed bag of words, TEXT_BUCKETS counts of the lower-cased words (crc32 mod TEXT_BUCKETS), read like any vector entry."""
+    info_action_mask: bool = False
+    """Envs that give their action mask in info["action_mask"] rather than the observation (Gymnasium's Taxi): read it as the observation's action_mask (1 = allowed), applied as any mask is."""
     ignore_action_mask: bool = False
     """Act as if every action were allowed even when the env's Dict observation has an action_mask (a baseline for masking)."""
     observe_action_mask: bool = False

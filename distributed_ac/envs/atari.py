@@ -37,6 +37,7 @@ import gymnasium as gym
 import numpy as np
 
 from distributed_ac.core.errors import MissingDependency
+from distributed_ac.envs.info_mask import InfoActionMask
 
 GAME_SCORE, GAME_LENGTH = "game_score", "game_length"  # info keys, set when a game ends
 ALE_SIZE, ALE_STACK, ALE_NOOP_MAX, ALE_FRAME_SKIP = 84, 4, 30, 4
@@ -54,11 +55,13 @@ class Preprocess:
     frame_stack: int = 0
     sticky_actions: float | None = None  # None: the env's own (0.25 for ALE v5 ids)
     training: bool = True  # ALE: episodic life and reward clipping
+    info_mask: bool = False  # non-ALE: info["action_mask"] read as the observation's mask
 
     @classmethod
     def of(cls, cfg, training: bool = True) -> "Preprocess":
         """From a Config's env fields."""
-        return cls(cfg.frame_size, cfg.grayscale, cfg.frame_stack, cfg.sticky_actions, training)
+        return cls(cfg.frame_size, cfg.grayscale, cfg.frame_stack, cfg.sticky_actions, training,
+                   cfg.info_action_mask)
 
     def ale(self) -> tuple[int, bool, int]:
         """(frame size, grayscale, frames stacked) for an ALE id, autos resolved."""
@@ -137,13 +140,14 @@ def ale_wrappers(p: Preprocess) -> list:
 
 
 def image_wrappers(p: Preprocess) -> list:
-    """Resize, grayscale and stack for a non-ALE image env, as the config asks."""
+    """Resize, grayscale and stack for a non-ALE image env, as the config asks (and, outermost,
+    the action mask from info: envs/info_mask.py)."""
     wrappers = []
     if p.frame_size:
         wrappers.append(lambda env: _resize(env, p.frame_size))
     if p.grayscale:
         wrappers.append(lambda env: gym.wrappers.GrayscaleObservation(env, keep_dim=True))
-    return wrappers + stack_wrappers(p.frame_stack)
+    return wrappers + stack_wrappers(p.frame_stack) + ([InfoActionMask] if p.info_mask else [])
 
 
 def _resize(env: gym.Env, size: int) -> gym.Env:

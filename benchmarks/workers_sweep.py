@@ -33,6 +33,7 @@ def commit() -> str:
 
 
 def run_one(env: str, workers: int, seed: int, flags: list[str]) -> dict:
+    at = commit()  # what the run started from, should a commit land while it trains
     with tempfile.TemporaryDirectory(prefix="dac-workers-") as tmp:
         cmd = [sys.executable, "-m", "distributed_ac", "train", "--env", env,
                "--num-workers", str(workers), "--seed", str(seed), "--run-dir", f"{tmp}/run",
@@ -45,7 +46,7 @@ def run_one(env: str, workers: int, seed: int, flags: list[str]) -> dict:
             "policy_lag_p95", "max_policy_lag", "dropped_batches", "worker_wait_pct",
             "wall_s", "steps_per_s")
     return {"env": env, "workers": workers, "seed": seed, "flags": flags,
-            **{k: s[k] for k in keep}, "commit": commit()}
+            **{k: s[k] for k in keep}, "commit": at}
 
 
 def load(path: Path) -> list[dict]:
@@ -68,8 +69,8 @@ def cmd_run(args) -> None:
 def cmd_table(args) -> None:
     rows = load(args.out)
     print("| env (flags) | W | 100-episode mean per seed | median | env steps | updates "
-          "| lag p95 (max) | dropped | workers waited | wall s (median) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| lag p95 (max) | dropped | workers waited | wall s (median) | commit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     cells: dict[tuple, list[dict]] = {}
     for r in rows:
         cells.setdefault((r["env"], r["workers"], tuple(r["flags"])), []).append(r)
@@ -84,7 +85,8 @@ def cmd_table(args) -> None:
               f"{_span([r['env_steps'] for r in rs])} | {_span([r['updates'] for r in rs])} | "
               f"{lag} | {sum(r['dropped_batches'] for r in rs)} | "
               f"{statistics.median(r['worker_wait_pct'] for r in rs):.0f}% | "
-              f"{statistics.median(r['wall_s'] for r in rs):.0f} |")
+              f"{statistics.median(r['wall_s'] for r in rs):.0f} | "
+              f"{', '.join(sorted({r['commit'] for r in rs}))} |")
 
 
 def _score(x: float) -> str:

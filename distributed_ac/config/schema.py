@@ -112,6 +112,8 @@ class Config:
     """Initial log standard deviation of the Gaussian (continuous actions; state-independent)."""
     core: Literal["none", "lstm", "gru"] = "none"
     """Recurrent core between encoder and heads: none (feed-forward), lstm or gru; its state is kept per sub-env and zeroed at each episode's first step."""
+    bptt_length: int = 0
+    """policy_loss clip with a recurrent core: its minibatches are chunks of this many steps of a sub-env's rollout, each entered with the core state the policy before the update reached there, gradients stopping at the chunk's start (truncated BPTT, Sample Factory's recurrence); a divisor of rollout_length; 0 = the whole rollout."""
     core_size: int = 0
     """Units of the recurrent core; 0 = auto: 256 behind the nature and impala CNNs, 128 behind an MLP or the small CNN."""
 
@@ -248,6 +250,9 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),
         (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
         (c.rollout_length >= 1, "rollout_length must be >= 1"),
+        (c.bptt_length >= 0, "bptt_length must be >= 0 (0 = the whole rollout)"),
+        (c.bptt_length == 0 or c.rollout_length % c.bptt_length == 0,
+         f"bptt_length ({c.bptt_length}) must divide rollout_length ({c.rollout_length})"),
         (c.worker_cpus > 0, "worker_cpus must be > 0"),
         (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
         (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),

@@ -50,6 +50,29 @@ def clipped_update_sequences(minibatch_step, columns: dict, states: dict, epochs
     return _passes(minibatch_step, take, n, parts, epochs, rng)
 
 
+def chunked(columns: dict, entering: dict, length: int) -> tuple[dict, dict]:
+    """Cut each sub-env's T-step sequence into T / length chunks of `length` steps, as
+    clipped_update_sequences takes sequences: columns [T, N, ...] -> [length, T / length
+    * N, ...] (chunk c of sub-env n is column c * N + n), and each chunk's core state, the
+    one its first step was entered with (`entering`: name -> tuple of [T, N, H]) -> name
+    -> tuple of [T / length * N, H]. Gradients then stop at the chunk's start (truncated
+    back-propagation through time, Sample Factory's recurrence)."""
+    def cut(t):
+        steps, n = tf.shape(t)[0], tf.shape(t)[1]
+        rest = tf.shape(t)[2:]
+        t = tf.reshape(t, tf.concat([[steps // length, length, n], rest], 0))
+        t = tf.transpose(t, tf.concat([[1, 0], tf.range(2, tf.rank(t))], 0))
+        out = tf.reshape(t, tf.concat([[length, (steps // length) * n], rest], 0))
+        out.set_shape([length, None, *t.shape[3:]])  # a static T: the core unrolls in the graph
+        return out
+
+    def starts_of(s):  # [T, N, H] -> the states at t = 0, length, 2 length, ...
+        return tf.reshape(s[::length], [-1, tf.shape(s)[-1]])
+
+    return ({k: tf.nest.map_structure(cut, v) for k, v in columns.items()},
+            {k: tuple(starts_of(s) for s in v) for k, v in entering.items()})
+
+
 def _passes(minibatch_step, take, n, parts, epochs: int, rng):
     """`epochs` shuffled passes over n items in `parts` minibatches each; take(indices)
     makes a minibatch's arguments. Returns (mean metrics, whether every step was finite)."""

@@ -228,6 +228,10 @@ class Learner:
             if legal is not None:
                 columns["legal"] = legal
             states = dict(actor_state=seq.actor_state, critic_state=seq.critic_state)
+            if 0 < c.bptt_length < c.rollout_length:  # chunks entered as pi_old entered them
+                actor, critic = self.nets.entering_states(flat_obs, seq)
+                columns, states = clipped.chunked(
+                    columns, dict(actor_state=actor, critic_state=critic), c.bptt_length)
             metrics, finite = clipped.clipped_update_sequences(
                 self._sequence_step, columns, states, c.update_epochs, c.minibatch_size,
                 self.shuffle_rng)

@@ -149,16 +149,34 @@ class Networks:
         pi = self.parts[names.ACTOR_HEAD](features)
         return [pi, self.parts[names.LOG_STD](pi)] if names.LOG_STD in self.parts else pi
 
+    def entering_states(self, obs, seq: "Sequence") -> tuple[tuple, tuple]:
+        """(actor's, critic's) core state entering each of the rollout's T steps, tuples
+        of [T, N, H], from the stored states (the shared topology's critic reads the
+        actor's core, so its states are the actor's)."""
+        def states(network):
+            x = self._core_input(network, obs, seq)
+            return self.parts[f"{network}.core"].entering_states(x, self._state(network, seq),
+                                                                 seq.starts)
+
+        actor = states("actor")
+        return actor, actor if self.shared else states("critic")
+
+    def _state(self, network: str, seq: "Sequence") -> tuple:
+        return tuple(seq.actor_state if network == "actor" or self.shared else seq.critic_state)
+
+    def _core_input(self, network: str, obs, seq: "Sequence"):
+        """The encoder's features of flat observations as the core reads them, [T, N, F]."""
+        x = self.parts[f"{network}.encoder"](obs)
+        steps = seq.starts.shape[0] or seq.shape[0]  # static where the signature fixes T
+        return tf.reshape(x, [steps, seq.shape[1], x.shape[-1]])
+
     def _features(self, network: str, obs, seq: "Sequence | None"):
         """The encoder's features of flat observations, then the core unrolled over the
         rollout's steps from the stored state (zeroed where an episode starts)."""
-        x = self.parts[f"{network}.encoder"](obs)
         if not self.spec.recurrent:
-            return x
-        state = seq.actor_state if network == "actor" or self.shared else seq.critic_state
-        steps = seq.starts.shape[0] or seq.shape[0]  # static where the signature fixes T
-        x = tf.reshape(x, [steps, seq.shape[1], x.shape[-1]])
-        x, _ = self.parts[f"{network}.core"](x, tuple(state), seq.starts)
+            return self.parts[f"{network}.encoder"](obs)
+        x, _ = self.parts[f"{network}.core"](self._core_input(network, obs, seq),
+                                             self._state(network, seq), seq.starts)
         return tf.reshape(x, [-1, self.spec.core_size])
 
     def path(self, network: str) -> list:

@@ -46,23 +46,34 @@ class RecurrentCore(keras.layers.Layer):
     def call(self, x, state, starts):
         """Unroll over time: x [T, N, F], state a tuple of [N, H], starts [T, N] (1 where
         a sub-env's episode begins). Returns (outputs [T, N, H], final state)."""
-        def step(carry, inputs):
-            x_t, start_t = inputs
-            keep = 1.0 - tf.cast(start_t, tf.float32)[:, None]
-            out, new = tf_step(self.kind, self.bundle_variables,
-                               x_t, tuple(s * keep for s in carry[1:]))
-            return (out, *new)
-
         if x.shape[0] is not None:  # a rollout's static T: unrolled in the graph, which
             # runs faster than a loop's per-step overhead and TensorList gradients
-            carry, outs = (None, *state), []
-            for t in range(x.shape[0]):
-                carry = step(carry, (x[t], starts[t]))
-                outs.append(carry[0])
-            return tf.stack(outs), tuple(carry[1:])
+            outs, final, _ = self._unrolled(x, state, starts)
+            return outs, final
         first = self.zero_state(tf.shape(x)[1])[0]
-        outs = tf.scan(step, (x, starts), initializer=(first, *state))
+        outs = tf.scan(self._step, (x, starts), initializer=(first, *state))
         return outs[0], tuple(s[-1] for s in outs[1:])
+
+    def entering_states(self, x, state, starts) -> tuple:
+        """The state each step of a static-T unroll starts from, before its episode-start
+        zeroing: a tuple of [T, N, H] (what a chunk of the rollout that begins at step t
+        starts from)."""
+        return tuple(tf.stack(s) for s in zip(*self._unrolled(x, state, starts)[2]))
+
+    def _step(self, carry, inputs):
+        x_t, start_t = inputs
+        keep = 1.0 - tf.cast(start_t, tf.float32)[:, None]
+        out, new = tf_step(self.kind, self.bundle_variables, x_t,
+                           tuple(s * keep for s in carry[1:]))
+        return (out, *new)
+
+    def _unrolled(self, x, state, starts):
+        carry, outs, entering = (None, *state), [], []
+        for t in range(x.shape[0]):
+            entering.append(carry[1:])
+            carry = self._step(carry, (x[t], starts[t]))
+            outs.append(carry[0])
+        return tf.stack(outs), tuple(carry[1:]), entering
 
 
 def tf_step(kind: str, arrays, x, state):

@@ -1,0 +1,58 @@
+"""Seconds per learner update of presets/default.yaml on CartPoleNoVel, feed-forward or
+with a recurrent core, whole rollouts or bptt_length chunks: one JSON line per run.
+
+    python benchmarks/recurrent/learner_update.py none 0
+    python benchmarks/recurrent/learner_update.py lstm 0      # whole 256-step rollouts
+    python benchmarks/recurrent/learner_update.py lstm 16     # chunks of 16 steps
+
+One TensorFlow thread, one real worker batch (8 envs x 256 steps, 10 epochs of 64-sample
+minibatches), 2 warm-up updates, then the median of 3 timed ones. For before/after
+pairs, run it in fresh processes from each checkout in turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+NOVEL = "distributed_ac.envs.memory:CartPoleNoVel"
+
+
+def main(argv: list[str]) -> int:
+    core, bptt = argv[0], int(argv[1])
+    from distributed_ac.acting.worker import RolloutWorker
+    from distributed_ac.config import presets
+    from distributed_ac.config.schema import Config, load_yaml
+    from distributed_ac.learning.learner import Learner
+    from distributed_ac.learning.tf_runtime import load_tensorflow
+    from distributed_ac.training.startup import set_tf_threads
+
+    set_tf_threads(load_tensorflow(), 1)
+    cfg = load_yaml(presets.DIR / "default.yaml", Config(env=NOVEL, total_env_steps=10**9))
+    cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt)
+    worker = RolloutWorker(cfg, limit_cpus=False)
+    learner = Learner(cfg, worker.space)
+    batch = worker.collect(learner.weights())
+    for _ in range(2):
+        learner.step(batch)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        learner.step(batch)
+        learner.weights()
+        times.append(time.perf_counter() - t0)
+    s = statistics.median(times)
+    print(json.dumps({"benchmark": "recurrent_learner_update", "core": core, "bptt_length": bptt,
+                      "samples": batch.env_steps, "s_per_update": round(s, 3),
+                      "samples_per_s": round(batch.env_steps / s), "updates_s": [round(t, 3) for t in times]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

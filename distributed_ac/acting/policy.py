@@ -75,7 +75,7 @@ class Policy:
         mixed observation's dict as {IMAGE: the image, VECTOR: the vector entries
         concatenated in the space's order}."""
         if self.spec.mixed:
-            vector = np.concatenate([obs[str(e.key)] for e in self.space.obs_entries], axis=-1)
+            vector = np.concatenate([obs[e.name] for e in self.space.obs_entries], axis=-1)
             return {IMAGE: obs[str(self.space.obs_key)], VECTOR: self._normalized(vector)}
         return self._normalized(obs)
 

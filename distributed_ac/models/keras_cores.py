@@ -2,6 +2,9 @@
 rollout's T steps from the batch's stored state, zeroing each sub-env's state at the
 first step of every episode, with back-propagation through time. cores.py is the
 workers' NumPy twin (the equations are there); `tf_step` is the export's plain-TF form.
+
+The LSTM unrolls through one fused kernel (fused_lstm.py); the GRU, and the LSTM with
+fused=False (the form the fused one is tested against), step by step in TF ops.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from distributed_ac.models import fused_lstm
 from distributed_ac.models.cores import state_size
 
 GATES = {"lstm": 4, "gru": 3}
@@ -18,9 +22,10 @@ class RecurrentCore(keras.layers.Layer):
     """kernel [F, G*H], recurrent_kernel [H, G*H], bias [G*H] (LSTM; the forget gate's
     starts at 1) or [2, G*H] (GRU: input and recurrent biases)."""
 
-    def __init__(self, kind: str, units: int, seed: int, **kwargs):
+    def __init__(self, kind: str, units: int, seed: int, fused: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.kind, self.units, self.seed = kind, units, seed
+        self.fused = fused and kind == "lstm"
 
     def build(self, input_shape):
         g, h = GATES[self.kind], self.units
@@ -46,6 +51,9 @@ class RecurrentCore(keras.layers.Layer):
     def call(self, x, state, starts):
         """Unroll over time: x [T, N, F], state a tuple of [N, H], starts [T, N] (1 where
         a sub-env's episode begins). Returns (outputs [T, N, H], final state)."""
+        if self.fused:
+            h, c = self._fused(x, state, starts)
+            return h, (h[-1], c[-1])
         if x.shape[0] is not None:  # a rollout's static T: unrolled in the graph, which
             # runs faster than a loop's per-step overhead and TensorList gradients
             outs, final, _ = self._unrolled(x, state, starts)
@@ -58,7 +66,16 @@ class RecurrentCore(keras.layers.Layer):
         """The state each step of a static-T unroll starts from, before its episode-start
         zeroing: a tuple of [T, N, H] (what a chunk of the rollout that begins at step t
         starts from)."""
+        if self.fused:  # step t is entered with what step t - 1 left
+            return tuple(tf.concat([s0[None], s[:-1]], 0)
+                         for s0, s in zip(state, self._fused(x, state, starts)))
         return tuple(tf.stack(s) for s in zip(*self._unrolled(x, state, starts)[2]))
+
+    def _fused(self, x, state, starts):
+        h, c = fused_lstm.unroll(x, state, starts, *self.bundle_variables)
+        for t in (h, c):  # gathers lose the static shape the layers after rely on
+            t.set_shape([*x.shape[:2], self.units])
+        return h, c
 
     def _step(self, carry, inputs):
         x_t, start_t = inputs

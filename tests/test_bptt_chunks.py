@@ -81,6 +81,9 @@ def test_a_clipped_lstm_run_with_chunks_learns_cue_memory(tmp_path):
     assert summary["mean_return_100"] >= 0.9, summary
 
 
-def test_bptt_length_must_divide_the_rollout():
+def test_bptt_length_must_divide_the_rollout_of_a_recurrent_core():
     with pytest.raises(ConfigError, match="bptt_length .5. must divide rollout_length .16."):
-        Config(bptt_length=5)
+        Config(bptt_length=5, core="lstm")
+    # a feed-forward run never reads it, and a chunk at least the rollout is the rollout
+    assert Config(bptt_length=5).bptt_length == 5
+    assert Config(bptt_length=32, rollout_length=16, core="gru").bptt_length == 32

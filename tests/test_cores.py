@@ -34,3 +34,18 @@ def test_numpy_steps_equal_the_keras_unroll_across_episode_starts(kind):
     again, _ = twin.step(x[4], state0, starts[4])
     np.testing.assert_allclose(other[0], again[0], atol=1e-6)  # row 0 started at t = 4
     assert not np.allclose(other[1], again[1])  # row 1 did not
+
+
+@pytest.mark.parametrize("env,hidden,expected", [
+    ("CartPole-v1", (64, 64), 64), ("CartPole-v1", (256, 32), 32),
+    ("distributed_ac.envs.choices:ImageChoice84", (64, 64), 256)])
+def test_core_size_auto_is_the_encoders_width_behind_an_mlp_and_256_behind_a_large_cnn(
+        env, hidden, expected):
+    from distributed_ac.config.schema import Config
+    from distributed_ac.envs.vector import probe_space
+    from distributed_ac.models.spec import ModelSpec
+
+    cfg = Config(env=env, core="lstm", hidden_sizes=hidden)
+    assert ModelSpec.of(cfg, probe_space(env)).core_size == expected
+    explicit = Config(env=env, core="lstm", hidden_sizes=hidden, core_size=40)
+    assert ModelSpec.of(explicit, probe_space(env)).core_size == 40

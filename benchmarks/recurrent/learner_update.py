@@ -4,6 +4,7 @@ with a recurrent core, whole rollouts or bptt_length chunks: one JSON line per r
     python benchmarks/recurrent/learner_update.py none 0
     python benchmarks/recurrent/learner_update.py lstm 0      # whole 256-step rollouts
     python benchmarks/recurrent/learner_update.py lstm 16     # chunks of 16 steps
+    python benchmarks/recurrent/learner_update.py lstm 16 64  # ... an LSTM of 64 units
 
 One TensorFlow thread, one real worker batch (8 envs x 256 steps, 10 epochs of 64-sample
 minibatches), 2 warm-up updates, then the median of 3 timed ones. For before/after
@@ -26,6 +27,7 @@ NOVEL = "distributed_ac.envs.memory:CartPoleNoVel"
 
 def main(argv: list[str]) -> int:
     core, bptt = argv[0], int(argv[1])
+    core_size = int(argv[2]) if len(argv) > 2 else 0  # 0: the config's auto size
     from distributed_ac.acting.worker import RolloutWorker
     from distributed_ac.config import presets
     from distributed_ac.config.schema import Config, load_yaml
@@ -35,7 +37,7 @@ def main(argv: list[str]) -> int:
 
     set_tf_threads(load_tensorflow(), 1)
     cfg = load_yaml(presets.DIR / "default.yaml", Config(env=NOVEL, total_env_steps=10**9))
-    cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt)
+    cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt, core_size=core_size)
     worker = RolloutWorker(cfg, limit_cpus=False)
     learner = Learner(cfg, worker.space)
     batch = worker.collect(learner.weights())
@@ -49,6 +51,7 @@ def main(argv: list[str]) -> int:
         times.append(time.perf_counter() - t0)
     s = statistics.median(times)
     print(json.dumps({"benchmark": "recurrent_learner_update", "core": core, "bptt_length": bptt,
+                      "core_size": core_size or "auto",
                       "samples": batch.env_steps, "s_per_update": round(s, 3),
                       "samples_per_s": round(batch.env_steps / s), "updates_s": [round(t, 3) for t in times]}))
     return 0

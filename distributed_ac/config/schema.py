@@ -113,9 +113,9 @@ class Config:
     core: Literal["none", "lstm", "gru"] = "none"
     """Recurrent core between encoder and heads: none (feed-forward), lstm or gru; its state is kept per sub-env and zeroed at each episode's first step."""
     bptt_length: int = 0
-    """policy_loss clip with a recurrent core: its minibatches are chunks of this many steps of a sub-env's rollout, each entered with the core state the policy before the update reached there, gradients stopping at the chunk's start (truncated BPTT, Sample Factory's recurrence); a divisor of rollout_length; 0 = the whole rollout."""
+    """policy_loss clip with a recurrent core: its minibatches are chunks of this many steps of a sub-env's rollout, each entered with the core state the policy before the update reached there, gradients stopping at the chunk's start (truncated BPTT, Sample Factory's recurrence); a divisor of rollout_length; 0 (or the rollout's length or more) = the whole rollout. presets/default.yaml sets 16."""
     core_size: int = 0
-    """Units of the recurrent core; 0 = auto: 256 behind the nature and impala CNNs, 128 behind an MLP or the small CNN."""
+    """Units of the recurrent core; 0 = auto: 256 behind the nature and impala CNNs, 128 behind the small CNN, as wide as the MLP's last layer behind an MLP."""
 
     # --- learning ----------------------------------------------------------------
     policy_loss: Literal["pg", "clip"] = "pg"
@@ -251,8 +251,12 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
         (c.rollout_length >= 1, "rollout_length must be >= 1"),
         (c.bptt_length >= 0, "bptt_length must be >= 0 (0 = the whole rollout)"),
-        (c.bptt_length == 0 or c.rollout_length % c.bptt_length == 0,
-         f"bptt_length ({c.bptt_length}) must divide rollout_length ({c.rollout_length})"),
+        # read only by a recurrent core (a preset's value must not refuse a feed-forward
+        # run); at least the rollout's length means the whole rollout
+        (c.core == "none" or c.bptt_length == 0 or c.bptt_length >= c.rollout_length
+         or c.rollout_length % c.bptt_length == 0,
+         f"bptt_length ({c.bptt_length}) must divide rollout_length ({c.rollout_length}) "
+         f"(--bptt-length 0: whole rollouts)"),
         (c.worker_cpus > 0, "worker_cpus must be > 0"),
         (c.total_env_steps >= 1, "total_env_steps must be >= 1"),
         (c.max_policy_lag >= 0, "max_policy_lag must be >= 0"),

@@ -70,7 +70,8 @@ class ModelSpec:
                          obs_norm=obs_normalized(cfg, space.obs_shape, space.mixed),
                          obs_clip=cfg.obs_clip, mixed=space.mixed,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
-                         core=cfg.core, core_size=cfg.core_size or _auto_core_size(encoder))
+                         core=cfg.core,
+                         core_size=cfg.core_size or _auto_core_size(encoder, cfg.hidden_sizes))
 
     @property
     def recurrent(self) -> bool:
@@ -125,10 +126,13 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     return torso
 
 
-def _auto_core_size(encoder: str) -> int:
-    """core_size auto: 256 behind the large CNNs (their 512 and 256 features), else 128
-    (MLP features and the small CNN's 128)."""
-    return 256 if encoder in ("nature", "impala") else 128
+def _auto_core_size(encoder: str, hidden_sizes: tuple[int, ...]) -> int:
+    """core_size auto: 256 behind the large CNNs (their 512 and 256 features), 128 behind
+    the small CNN (its 128), and behind an MLP as wide as its last layer (64 by default):
+    the LSTM's arithmetic, 4 H (F + H) a step, is what a recurrent update costs."""
+    if encoder in ("nature", "impala"):
+        return 256
+    return 128 if encoder == "small" else hidden_sizes[-1]
 
 
 def _auto_torso(image: bool, side: int) -> str:

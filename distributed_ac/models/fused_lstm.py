@@ -1,10 +1,11 @@
-"""The learner's LSTM unroll as one fused kernel per direction (TensorFlow's BlockLSTM op:
-the whole sequence forward in one op, and one op for its gradient), instead of ~15 small
-ops a step forward and twice that backward.
+"""The learner's LSTM unroll through fused kernels instead of ~15 small ops a step forward
+and twice that backward: forward, TensorFlow's BlockLSTM op (the whole sequence in one
+op); backward, for a chunk's short static T, one fused cell-gradient op and one matmul a
+step (_segments_lstm), else BlockLSTM's own gradient op.
 
 BlockLSTM cannot zero a state mid-sequence, and a rollout's columns hold several episodes.
 So each column is cut where an episode begins into segments, runs of steps within one
-episode; the segments are laid side by side, padded at their ends, [max_len, S], each
+episode; the segments are laid side by side, padded at their ends, [L, S], each
 entered with its column's stored state (a segment at the rollout's first step) or with
 zeros (a segment an episode begins). Padding comes after a segment's last step, so it
 never changes a real step's output, and the outputs are gathered back to [T, M].
@@ -33,9 +34,9 @@ def _icfo(m):
 
 def segments(starts):
     """Cut each column of starts [T, M] (true where an episode begins) into runs within
-    one episode. Returns (where [T * M] int32: each step's row in the padded [max_len * S]
-    layout, in column-major step order; first [S]: the column-major index of each
-    segment's first step; S; max_len)."""
+    one episode. Returns (where [T * M] int32: each step's row in a padded [L * S]
+    layout, any L >= max_len, in column-major step order; first [S]: the column-major
+    index of each segment's first step; S; max_len)."""
     steps, cols = tf.shape(starts)[0], tf.shape(starts)[1]
     begins = tf.logical_or(tf.cast(tf.transpose(starts), tf.bool),  # [M, T]
                            tf.range(steps)[None, :] == 0)

@@ -5,6 +5,8 @@ with a recurrent core, whole rollouts or bptt_length chunks: one JSON line per r
     python benchmarks/recurrent/learner_update.py lstm 0      # whole 256-step rollouts
     python benchmarks/recurrent/learner_update.py lstm 16     # chunks of 16 steps
     python benchmarks/recurrent/learner_update.py lstm 16 64  # ... an LSTM of 64 units
+    python benchmarks/recurrent/learner_update.py none 0 --env \
+        distributed_ac.envs.choices:ImageVectorMultiChoice   # another env, its own batch
 
 One TensorFlow thread, one real worker batch (8 envs x 256 steps, 10 epochs of 64-sample
 minibatches), 2 warm-up updates, then the median of 3 timed ones. For before/after
@@ -13,6 +15,7 @@ pairs, run it in fresh processes from each checkout in turn.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -26,19 +29,29 @@ NOVEL = "distributed_ac.envs.memory:CartPoleNoVel"
 
 
 def main(argv: list[str]) -> int:
-    core, bptt = argv[0], int(argv[1])
-    core_size = int(argv[2]) if len(argv) > 2 else 0  # 0: the config's auto size
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("core")
+    p.add_argument("bptt", type=int)
+    p.add_argument("core_size", type=int, nargs="?", default=0)  # 0: the config's auto size
+    p.add_argument("--env", default=NOVEL)
+    p.add_argument("--topology", default=None)  # default: the preset's
+    args = p.parse_args(argv)
+    core, bptt, core_size = args.core, args.bptt, args.core_size
     from distributed_ac.acting.worker import RolloutWorker
     from distributed_ac.config import presets
     from distributed_ac.config.schema import Config, load_yaml
-    from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.tf_runtime import load_tensorflow
+    from distributed_ac.models.spec import ModelSpec
     from distributed_ac.training.startup import set_tf_threads
 
-    set_tf_threads(load_tensorflow(), 1)
-    cfg = load_yaml(presets.DIR / "default.yaml", Config(env=NOVEL, total_env_steps=10**9))
-    cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt, core_size=core_size)
+    cfg = load_yaml(presets.DIR / "default.yaml", Config(env=args.env, total_env_steps=10**9))
+    cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt, core_size=core_size,
+                              **({"topology": args.topology} if args.topology else {}))
     worker = RolloutWorker(cfg, limit_cpus=False)
+    # as dac train loads it: oneDNN on for a CNN (tf_runtime.py)
+    set_tf_threads(load_tensorflow(cnn=ModelSpec.of(cfg, worker.space).encoder != "mlp"), 1)
+    from distributed_ac.learning.learner import Learner
+
     learner = Learner(cfg, worker.space)
     batch = worker.collect(learner.weights())
     for _ in range(2):
@@ -50,7 +63,7 @@ def main(argv: list[str]) -> int:
         learner.weights()
         times.append(time.perf_counter() - t0)
     s = statistics.median(times)
-    print(json.dumps({"benchmark": "recurrent_learner_update", "core": core, "bptt_length": bptt,
+    print(json.dumps({"benchmark": "recurrent_learner_update", "env": args.env, "topology": cfg.topology, "core": core, "bptt_length": bptt,
                       "core_size": core_size or "auto",
                       "samples": batch.env_steps, "s_per_update": round(s, 3),
                       "samples_per_s": round(batch.env_steps / s), "updates_s": [round(t, 3) for t in times]}))

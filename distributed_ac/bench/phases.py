@@ -187,9 +187,11 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length), with
     `threads` TensorFlow threads if TensorFlow has not run an op yet in this process."""
     from distributed_ac.learning.tf_runtime import load_tensorflow
+    from distributed_ac.models.spec import ModelSpec
     from distributed_ac.training.startup import set_tf_threads
 
-    tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
+    # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
+    tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).encoder != "mlp")
     set_tf_threads(tf, threads)
     from distributed_ac.learning.learner import Learner
 

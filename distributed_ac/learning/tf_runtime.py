@@ -74,10 +74,21 @@ def quiet_startup_lines():
                 sys.stderr.flush()
 
 
-def load_tensorflow():
-    """Import TensorFlow (and Keras) and list its devices, with the start-up lines held."""
+ONEDNN = "TF_ENABLE_ONEDNN_OPTS"  # read once, when TensorFlow is imported
+
+
+def load_tensorflow(cnn: bool = False):
+    """Import TensorFlow (and Keras) and list its devices, with the start-up lines held.
+
+    `cnn`: this process will train a CNN. Where no GPU will run it, oneDNN's kernels are
+    turned on (TF_ENABLE_ONEDNN_OPTS=1, unless it is set already): TensorFlow's CPU
+    builds leave them off on CPUs without AVX-512, where they take a Nature CNN's
+    backward pass ~1.3-1.8x faster but an MLP's or an LSTM's step ~15% slower
+    (benchmarks/RESULTS.md, "Speed where training was slow"). Only the import reads it."""
     if "tensorflow" in sys.modules and "keras" in sys.modules:
         return sys.modules["tensorflow"]
+    if cnn and "tensorflow" not in sys.modules and not has_nvidia_device():
+        os.environ.setdefault(ONEDNN, "1")
     with quiet_startup_lines():
         import keras  # noqa: F401  Keras' import runs TensorFlow's
         import tensorflow as tf

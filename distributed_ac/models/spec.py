@@ -66,7 +66,7 @@ class ModelSpec:
         return ModelSpec(encoder=encoder,
                          hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
                          head=head_for(space),
-                         num_actions=space.num_actions, shared=cfg.topology == "shared",
+                         num_actions=space.num_actions, shared=shared_for(cfg, encoder),
                          obs_norm=obs_normalized(cfg, space.obs_shape, space.mixed),
                          obs_clip=cfg.obs_clip, mixed=space.mixed,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
@@ -87,6 +87,14 @@ class ModelSpec:
     def target_parts(self) -> tuple[str, ...]:
         """The parts a worker bootstraps with, in bundle order."""
         return tuple(p for p in TARGET_PARTS if p != TARGET_CORE or self.recurrent)
+
+
+def shared_for(cfg: Config, encoder: str) -> bool:
+    """Whether actor and critic share a trunk (topology, auto resolved: shared behind a
+    CNN, whose backward pass is most of a learner step, separate behind an MLP)."""
+    if cfg.topology == "auto":
+        return encoder != "mlp"
+    return cfg.topology == "shared"
 
 
 def head_for(space) -> str:

@@ -17,6 +17,7 @@ from distributed_ac.config.plan import auto_workers, learner_tf_threads, make_pl
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import DeviceError
 from distributed_ac.learning.tf_runtime import has_nvidia_device, load_tensorflow
+from distributed_ac.models.spec import ModelSpec
 from distributed_ac.pool.base import Pool
 from distributed_ac.pool.serial import SerialPool
 
@@ -118,7 +119,8 @@ def build_learner(cfg: Config, space, threads: int | None):
 
 def _warm_learner(cfg: Config, space, threads: int | None):
     with _without_matplotlib():
-        tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
+        # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
+        tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).encoder != "mlp")
         from distributed_ac.learning.learner import Learner
 
     set_tf_threads(tf, threads)

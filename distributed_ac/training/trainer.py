@@ -345,7 +345,7 @@ class Trainer:
     def summary(self, wall: float, stop: StopSignals) -> dict:
         cfg, c, stats = self.cfg, self.state.counters, self.state.stats
         new_steps = c.env_steps - self._session[1]
-        return {"env": cfg.env, "mode": cfg.mode, "topology": cfg.topology,
+        return {"env": cfg.env, "mode": cfg.mode, "topology": "shared" if self.learner.spec.shared else "separate",
                 "torso": self.learner.spec.encoder, "core": self.learner.spec.core,
                 "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
                 # null, not NaN (which is not JSON), until an episode has finished

@@ -31,9 +31,11 @@ from distributed_ac.learning.networks import (
 from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
 from distributed_ac.learning.step_args import (
+    StepInput,
     core_states,
     legal_of,
     pack_per_step,
+    step_input,
     step_signature,
 )
 from distributed_ac.learning.tf_runtime import pick_device
@@ -99,16 +101,8 @@ class Learner:
         return self.objective.return_stats
 
     def _compile(self, sync: bool):
-        def train_step(obs, actions, per_step, values, return_moments, *rest):
-            rewards, term, trunc, mask, behaviour_logp, *starts = tf.unstack(per_step)
-            legal, states = (rest[0], rest[1:]) if self.space.mask_size else (None, rest)
-            seq = None
-            if self.spec.recurrent:  # [T, N] rows unrolled from the stored states
-                k = len(states) // 2
-                seq = Sequence(tf.shape(rewards), tuple(states[:k]), tuple(states[k:]),
-                               starts[0])
-            return self._step_graph(obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                                    values, return_moments, sync=sync, seq=seq, legal=legal)
+        def train_step(*args):
+            return self._step_graph(step_input(self.space, self.spec, *args), sync=sync)
 
         signature = step_signature(self.space, self.spec, self.cfg.rollout_length)
         return tf.function(train_step, input_signature=signature, autograph=False)
@@ -120,32 +114,30 @@ class Learner:
         return self._concrete[sync]
 
     # ---- the compiled step ----------------------------------------------------
-    def _step_graph(self, obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                    return_moments, sync=False, seq=None, legal=None):
+    def _step_graph(self, x: StepInput, sync=False):
         c, nets = self.cfg, self.nets
-        shape = tf.shape(rewards)
-        raw_obs = inputs.flat_rows(obs)
+        raw_obs = inputs.flat_rows(x.obs)
         # The learner's statistics before this batch is merged in: in sync mode those its
         # workers acted with (the update stays on-policy); in async mode newer by the
         # batches merged since the batch's version, a difference the importance ratios
         # (V-trace) take as part of the policy lag, as they take the weights'.
         flat_obs = inputs.network_obs(self.space, nets.obs_norm, raw_obs)
-        rewards = self.objective.scaled_rewards(rewards)
+        x = x._replace(rewards=self.objective.scaled_rewards(x.rewards))
         # The rates this update applies: read before the optimizers advance `iterations`
         # (automatic control dependencies keep program order for the variable).
         lr_actor, lr_critic = self.optimizers.learning_rates()
         update = self._clipped_update if c.policy_loss == "clip" else self._one_step
-        metrics, logp, applied = update(flat_obs, actions, rewards, term, trunc, mask,
-                                        behaviour_logp, values, shape, seq, legal)
+        metrics, logp, applied = update(x, flat_obs)
 
         def after():
             if sync:  # V_target <- V after this update (the variant step() picks when due)
                 sync_target(nets, c.target_tau)
             if nets.obs_norm is not None:  # the reset steps' inputs are copies of final
                 nets.obs_norm.merge_samples(inputs.vector_of(self.space, raw_obs),
-                                            tf.reshape(mask, [-1]) > 0)  # observations
+                                            tf.reshape(x.mask, [-1]) > 0)  # observations
             if self.return_stats is not None:
-                self.return_stats.merge(return_moments[0], return_moments[1:2], return_moments[2:3])
+                m = x.return_moments
+                self.return_stats.merge(m[0], m[1:2], m[2:3])
             return tf.constant(True)
 
         # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
@@ -155,26 +147,25 @@ class Learner:
         # order those reads after it. Returning the new weights from the step saves the
         # eager read per variable that weights() would otherwise make.
         metrics = {**metrics, "applied": applied,
-                   "importance_ratio": losses.masked_mean(tf.exp(logp - behaviour_logp), mask),
-                   "behaviour_kl": losses.kl_estimate(logp - behaviour_logp, mask),
+                   "importance_ratio": losses.masked_mean(tf.exp(logp - x.behaviour_logp), x.mask),
+                   "behaviour_kl": losses.kl_estimate(logp - x.behaviour_logp, x.mask),
                    "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
         return packed, self._actor_tensors(), self._tensors(self.spec.target_parts)
 
-    def _one_step(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                  shape, seq=None, legal=None):
+    def _one_step(self, x: StepInput, flat_obs):
         """policy_loss "pg": one gradient step for each network on the whole batch;
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(flat_obs, actions, shape, seq,
-                                                      self._flat_legal(legal))
-            values = obj.bootstrap_values(v, flat_obs, values)
-            targets, adv = obj.targets(tf.stop_gradient(logp), behaviour_logp, rewards, values,
-                                       term, trunc, mask)
-            actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv, mask)
+            logp, entropy, v = obj.policy_value_terms(flat_obs, x.actions, x.shape, x.seq,
+                                                      self._flat_legal(x.legal))
+            values = obj.bootstrap_values(v, flat_obs, x.values)
+            targets, adv = obj.targets(tf.stop_gradient(logp), x._replace(values=values))
+            actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv,
+                                                           x.mask)
         a_norm, c_norm, applied = self.optimizers.apply(tape, actor_total, critic_loss)
         del tape
         return {**metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}, logp, applied
@@ -205,8 +196,7 @@ class Learner:
         """Action masks [T, N, num_actions] -> [T * N, num_actions] (None stays None)."""
         return None if legal is None else tf.reshape(legal, [-1, self.space.mask_size])
 
-    def _clipped_update(self, flat_obs, actions, rewards, term, trunc, mask, behaviour_logp,
-                        values, shape, seq=None, legal=None):
+    def _clipped_update(self, x: StepInput, flat_obs):
         """policy_loss "clip": targets and advantages once, with pi_old = the policy now,
         then the passes of minibatch steps. All or nothing: if any minibatch step was not
         finite, every variable the update moved (weights, Adam's slots and step counts) is
@@ -214,16 +204,16 @@ class Learner:
         state = [*self.nets.actor_variables, *self.nets.critic_variables,
                  *self.optimizers.variables]
         before = [tf.identity(v) for v in state]
+        seq, legal, shape = x.seq, x.legal, x.shape
         flat_legal = self._flat_legal(legal)
-        old_logp, _ = self.objective.policy_terms(self.nets.actor_output(flat_obs, seq), actions,
-                                                  shape, flat_legal)
+        old_logp, _ = self.objective.policy_terms(self.nets.actor_output(flat_obs, seq),
+                                                  x.actions, shape, flat_legal)
         old_logp = tf.stop_gradient(old_logp)
-        targets, adv = self.objective.targets(old_logp, behaviour_logp, rewards, values, term,
-                                              trunc, mask)
+        targets, adv = self.objective.targets(old_logp, x)
         c = self.cfg
         if seq is not None:  # whole sub-env sequences, with their core states
             columns = dict(obs=inputs.as_steps(flat_obs, shape),
-                           actions=actions, targets=targets, adv=adv, mask=mask,
+                           actions=x.actions, targets=targets, adv=adv, mask=x.mask,
                            old_logp=old_logp, starts=seq.starts)
             if legal is not None:
                 columns["legal"] = legal
@@ -237,9 +227,9 @@ class Learner:
                 self.shuffle_rng)
         else:
             flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
-            flat_actions = tf.reshape(actions, [-1, *self.space.action_shape])
+            flat_actions = tf.reshape(x.actions, [-1, *self.space.action_shape])
             columns = dict(obs=flat_obs, actions=flat_actions, targets=flat(targets),
-                           adv=flat(adv), mask=flat(mask), old_logp=flat(old_logp))
+                           adv=flat(adv), mask=flat(x.mask), old_logp=flat(old_logp))
             if legal is not None:
                 columns["legal"] = flat_legal
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,

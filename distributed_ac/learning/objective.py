@@ -98,10 +98,13 @@ class Objective:
                                        -REWARD_CLIP, REWARD_CLIP)
         return rewards * self.cfg.reward_scale
 
-    def targets(self, logp, behaviour_logp, rewards, values, term, trunc, mask):
-        """Critic targets and actor advantages (normalised if configured), bootstrapped
-        from V_target values; `logp` is the policy being improved (pi_old for the clip)."""
+    def targets(self, logp, x):
+        """Critic targets and actor advantages (normalised if configured) for the batch `x`
+        (a step_args.StepInput), bootstrapped from its values; `logp` is the policy being
+        improved (pi_old for the clip)."""
         c = self.cfg
+        behaviour_logp, rewards, values, mask = x.behaviour_logp, x.rewards, x.values, x.mask
+        term, trunc = x.terminated, x.truncated
         if c.mode == "async" and c.off_policy_correction == "vtrace":
             targets, adv = advantages.vtrace(behaviour_logp, logp, rewards, values, term, trunc,
                                              mask, c.gamma, c.gae_lambda, c.rho_bar, c.c_bar,

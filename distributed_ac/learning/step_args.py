@@ -1,5 +1,7 @@
-"""The compiled step's arguments: the input signature it is traced with, and a Batch's
-fields in that order and form (Learner._run_step packs them with these).
+"""The compiled step's input: the signature it is traced with, a Batch's fields in that
+order and form (Learner._run_step packs them with these), and StepInput, the one
+structure the step's graph functions read them from (`step_input` unpacks the traced
+arguments into it, once).
 
 The five [T, N] float fields travel as one [5, T, N] array (pack_per_step): a concrete
 function's call costs Python time per argument it binds.
@@ -7,12 +9,15 @@ function's call costs Python time per argument it binds.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import tensorflow as tf
 
 from distributed_ac.core.batch import Batch
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import inputs
+from distributed_ac.learning.networks import Sequence
 from distributed_ac.models.cores import state_size
 from distributed_ac.models.spec import ACTOR_CORE, TARGET_CORE, ModelSpec
 
@@ -29,6 +34,46 @@ def step_signature(space: EnvSpace, spec: ModelSpec, T: int) -> list:
     legal = [tf.TensorSpec([T, None, space.mask_size], tf.bool)] if space.mask_size else []
     return [obs, act, tf.TensorSpec([rows, T, None], f32),
             tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal, *states]
+
+
+class StepInput(NamedTuple):
+    """One batch inside the compiled step, time-major (as Acme's `sample.data` or RLlib's
+    batch dict): [T, N] rows unless said otherwise."""
+
+    obs: Any
+    """The raw observations [T, N, ...] (a dict of arrays for a mixed observation)."""
+    actions: tf.Tensor
+    rewards: tf.Tensor
+    terminated: tf.Tensor
+    truncated: tf.Tensor
+    mask: tf.Tensor
+    """1 for a real step, 0 for padding after a worker's slot ended."""
+    behaviour_logp: tf.Tensor
+    values: tf.Tensor
+    """[T + 1, N]: V_target's values as the worker computed them, then the next state's."""
+    return_moments: tf.Tensor
+    """[3] float64: count, mean and M2 of the batch's discounted returns."""
+    legal: tf.Tensor | None = None
+    """[T, N, mask_size] bool action masks, None when the env has none."""
+    seq: Sequence | None = None
+    """How a recurrent core unrolls the rows (None without a core)."""
+
+    @property
+    def shape(self):
+        return tf.shape(self.rewards)
+
+
+def step_input(space: EnvSpace, spec: ModelSpec, obs, actions, per_step, values,
+               return_moments, *rest) -> StepInput:
+    """The traced step's arguments (step_signature's order) as one StepInput."""
+    rewards, term, trunc, mask, behaviour_logp, *starts = tf.unstack(per_step)
+    legal, states = (rest[0], rest[1:]) if space.mask_size else (None, rest)
+    seq = None
+    if spec.recurrent:  # [T, N] rows unrolled from the stored states
+        k = len(states) // 2
+        seq = Sequence(tf.shape(rewards), tuple(states[:k]), tuple(states[k:]), starts[0])
+    return StepInput(obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
+                     return_moments, legal, seq)
 
 
 def pack_per_step(batch: Batch, recurrent: bool = False) -> np.ndarray:

@@ -53,7 +53,7 @@ class BenchArgs:
     """Draw steps/s against workers, one line per phase, to this PNG."""
     compare: Optional[tuple[Path, Path]] = None
     """OLD.jsonl NEW.jsonl: print new/old per measurement and measure nothing."""
-    gpu_sweep: bool = False
+    gpu_sweep: tyro.conf.FlagCreatePairsOff[bool] = False
     """Learner-only samples/s on the GPU for --batch-sizes, then end to end; says 'no GPU' without one."""
     batch_sizes: tuple[int, ...] = tuple(1024 * 2 ** i for i in range(9))
     """Learner batch sizes (samples) for --gpu-sweep: 1k .. 256k."""

@@ -48,13 +48,13 @@ class EvaluateArgs:
     """Run directory written by dac train (its newest checkpoint is evaluated)."""
     episodes: int = 100
     """Episodes to run, one after another, each from its own fresh seed."""
-    deterministic: bool = False
+    deterministic: tyro.conf.FlagCreatePairsOff[bool] = False
     """Act with the most likely action (argmax / tanh of the Gaussian mean) instead of sampling."""
     video: Optional[Path] = None
     """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo; needs the video extra)."""
     seed: Optional[int] = None
     """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
-    best: bool = False
+    best: tyro.conf.FlagCreatePairsOff[bool] = False
     """Evaluate the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
 
 
@@ -78,7 +78,7 @@ class ExportArgs:
     """Run directory written by dac train (its newest checkpoint is exported)."""
     out: Path
     """Directory for the SavedModel (new or empty, or a previous export to replace)."""
-    best: bool = False
+    best: tyro.conf.FlagCreatePairsOff[bool] = False
     """Export the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
 
 

@@ -26,15 +26,15 @@ class TrainArgs:
     """YAML file of config fields; command-line flags override it."""
     address: Optional[str] = None
     """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
-    dashboard: bool = False
+    dashboard: tyro.conf.FlagCreatePairsOff[bool] = False
     """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
     run_dir: Optional[Path] = None
     """Run directory to write (config, checkpoints, TensorBoard events, metrics.jsonl); default runs/<env>-<time>."""
     resume: Optional[Path] = None
     """Continue the run in this directory from its newest checkpoint; its config.yaml is the base config, flags may override all but the network."""
-    overwrite: bool = False
+    overwrite: tyro.conf.FlagCreatePairsOff[bool] = False
     """Replace the run already in --run-dir instead of refusing."""
-    no_preset: bool = False
+    no_preset: tyro.conf.FlagCreatePairsOff[bool] = False
     """Start from the package base (the Config field defaults), not from the settings shipped for --env or, for an env without a file, presets/default.yaml (distributed_ac/config/presets/)."""
 
 

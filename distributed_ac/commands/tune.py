@@ -56,7 +56,7 @@ class TuneArgs:
     """Continue the interrupted experiment in this directory with its own settings."""
     address: Optional[str] = None
     """Ray cluster to join; default: start an embedded local Ray on this machine."""
-    no_preset: bool = False
+    no_preset: tyro.conf.FlagCreatePairsOff[bool] = False
     """Start from the package base, not the preset shipped for --env."""
 
 

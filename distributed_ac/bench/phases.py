@@ -194,13 +194,14 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).encoder != "mlp")
     set_tf_threads(tf, threads)
     from distributed_ac.learning.learner import Learner
+    from distributed_ac.learning.step_args import zero_core_state
 
     T = cfg.rollout_length
     N = max(1, batch_size // T)
     learner = Learner(cfg, space)
     # a recurrent core unrolls from zero states (each sub-env starting at step 0)
     batch = dataclasses.replace(synthetic_batch(space, T, N, cfg.seed),
-                                **learner.zero_core_state(N, T))
+                                **zero_core_state(learner.spec, N, T))
     t0 = time.perf_counter()
     learner.step(batch)  # traces the tf.function
     first_s = time.perf_counter() - t0

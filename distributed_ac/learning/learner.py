@@ -32,6 +32,7 @@ from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
 from distributed_ac.learning.step_args import (
     StepInput,
+    blank_batch,
     core_states,
     legal_of,
     pack_per_step,
@@ -39,8 +40,7 @@ from distributed_ac.learning.step_args import (
     step_signature,
 )
 from distributed_ac.learning.tf_runtime import pick_device
-from distributed_ac.models.cores import state_size
-from distributed_ac.models.spec import ACTOR_CORE, OBS_NORM, TARGET_CORE, ModelSpec
+from distributed_ac.models.spec import OBS_NORM, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -310,33 +310,11 @@ class Learner:
         counter moves). The first real batch then finds the step ready instead of
         waiting for tracing and graph optimisation; train() overlaps this with the Ray
         workers' start."""
-        T, f32 = self.cfg.rollout_length, np.float32
-        actions = np.zeros((T, 1, *self.space.action_shape), self.space.action_dtype)
-        zeros = np.zeros((T, 1), f32)
-        batch = Batch(obs=inputs.zero_obs(self.space, 1, T), actions=actions,
-                      rewards=np.full((T, 1), np.nan, f32), terminated=zeros, truncated=zeros,
-                      mask=np.ones((T, 1), f32), behaviour_logp=zeros,
-                      values=np.zeros((T + 1, 1), f32), policy_version=self.policy_version,
-                      target_version=self.target_version, **self.zero_core_state(1, T),
-                      action_mask=self.all_allowed(1, T))
+        T = self.cfg.rollout_length
+        batch = blank_batch(self.space, self.spec, T, 1, reward=np.nan,
+                            versions=(self.policy_version, self.target_version))
         if self._run_step(batch)[0]["applied"]:
             raise RuntimeError("warm-up batch was applied; the non-finite skip must prevent it")
-
-    def all_allowed(self, n: int, T: int) -> np.ndarray | None:
-        """Action masks allowing every action, for synthetic batches (None without masks)."""
-        return np.ones((T, n, self.space.mask_size), bool) if self.space.mask_size else None
-
-    def zero_core_state(self, n: int, T: int) -> dict:
-        """A recurrent batch's `starts` and `core_state` for n sub-envs that all start an
-        episode at step 0 (empty without a core): for synthetic and warm-up batches."""
-        if not self.spec.recurrent:
-            return {}
-        k, h = state_size(self.spec.core), self.spec.core_size
-        zero = [np.zeros((n, h), np.float32) for _ in range(k)]
-        starts = np.zeros((T, n), np.float32)
-        starts[0] = 1.0
-        return {"starts": starts, "core_state": {p: list(zero) for p in
-                                                 (ACTOR_CORE, TARGET_CORE)}}
 
     # ---- its checkpoint state -----------------------------------------------------
     def checkpoint_objects(self) -> dict:

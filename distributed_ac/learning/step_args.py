@@ -99,3 +99,36 @@ CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
 def legal_of(space: EnvSpace, batch: Batch) -> list:
     """The batch's action masks as the step takes them ([] when the env has none)."""
     return [batch.action_mask] if space.mask_size else []
+
+
+def zero_core_state(spec: ModelSpec, n: int, T: int) -> dict:
+    """A recurrent batch's `starts` and `core_state` for n sub-envs that all start an
+    episode at step 0 (empty without a core): for synthetic and warm-up batches."""
+    if not spec.recurrent:
+        return {}
+    k, h = state_size(spec.core), spec.core_size
+    zero = [np.zeros((n, h), np.float32) for _ in range(k)]
+    starts = np.zeros((T, n), np.float32)
+    starts[0] = 1.0
+    return {"starts": starts, "core_state": {p: list(zero) for p in (ACTOR_CORE, TARGET_CORE)}}
+
+
+def all_allowed(space: EnvSpace, n: int, T: int) -> np.ndarray | None:
+    """Action masks allowing every action, for synthetic batches (None without masks)."""
+    return np.ones((T, n, space.mask_size), bool) if space.mask_size else None
+
+
+def blank_batch(space: EnvSpace, spec: ModelSpec, T: int, n: int, reward: float = 0.0,
+                versions: tuple[int, int] = (0, 0)) -> Batch:
+    """A [T, n] batch of zero observations and actions, every step real and every
+    reward `reward` (NaN: a batch the step skips), with zero core states and masks
+    allowing every action; `versions`: its (policy, V_target) versions."""
+    f32 = np.float32
+    zeros = np.zeros((T, n), f32)
+    return Batch(obs=inputs.zero_obs(space, n, T),
+                 actions=np.zeros((T, n, *space.action_shape), space.action_dtype),
+                 rewards=np.full((T, n), reward, f32), terminated=zeros, truncated=zeros,
+                 mask=np.ones((T, n), f32), behaviour_logp=zeros,
+                 values=np.zeros((T + 1, n), f32), policy_version=versions[0],
+                 target_version=versions[1], **zero_core_state(spec, n, T),
+                 action_mask=all_allowed(space, n, T))

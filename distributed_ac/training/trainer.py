@@ -25,8 +25,8 @@ import logging
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, NamedTuple
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
@@ -41,9 +41,8 @@ from distributed_ac.run.metrics import (
     ConsoleProgress,
     Interval,
     MetricsLog,
-    finite_or_none,
-    percentile,
 )
+from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
 from distributed_ac.training.signals import StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
@@ -113,6 +112,28 @@ def _plain(d: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
+class _Flight(NamedTuple):
+    batch: Batch
+    step: Future  # learner.step(batch): its metrics
+    version: int  # the policy version the step makes
+
+
+class _Here:
+    """An executor that runs what it is given at once, in this thread: the loop without
+    the learner thread (an error in the step is raised where it is submitted)."""
+
+    def submit(self, fn, *args) -> Future:
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
 class Trainer:
     """One session of a run: the loop over pool and learner, and what records it."""
 
@@ -161,59 +182,53 @@ class Trainer:
                            f"{self.plan.describe(cfg.mode)}")
 
     def loop(self, stop: StopSignals) -> None:
-        if self.overlap:
-            return self._overlapped_loop(stop)
+        """Updates until the budget, the target return or a stop signal. With the learner
+        thread (self.overlap), update k runs on a thread while the driver waits for,
+        screens and joins the batches of update k+1 (IMPALA's learner thread): a worker
+        whose batch arrives while a step is under way is handed the weights that step
+        makes as soon as it lands, so lag stays what it is without the thread and a
+        worker waits at most one step. Without it each step runs here, before the next
+        wait. Updates are landed (counted, checkpointed, published) here either way."""
         cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
         sync = cfg.mode == "sync"
         # async with every worker's batch in each update: one batch per worker per round,
         # so a fast worker cannot stand in for a slow one and every batch is exactly one
         # version old, as with one worker (lag 1 at any W)
         rounds = not sync and self.per_update == self.num_workers
+        hold = sync or rounds  # workers get new weights only once the update is made
         ref = self._submit_all(pool.publish(learner.weights()))
-        while c.env_steps < cfg.total_env_steps and not self.solved() and not stop.received:
-            # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
-            batches = pool.wait(self.per_update, resubmit=None if sync or rounds else ref)
-            if rounds:  # they sample with these weights while the learner trains
-                self._submit_all(ref)
-            if sync or rounds:
-                # joined in worker order, not arrival order: a seed then repeats the run
-                batches = sorted(batches, key=lambda b: b.worker_id)
-            fresh = self._screen(batches)
-            if fresh:
-                batch = Batch.concat(fresh, same_version=sync)
-                ref = self._land(batch, learner.step(batch), ref)
-            if sync:
-                self._submit_all(ref)
-            self._report()
-
-    def _overlapped_loop(self, stop: StopSignals) -> None:
-        """Async mode with learner_thread: update k runs on a thread while the driver waits
-        for, screens and joins the batches of update k+1 (IMPALA's learner thread). A worker
-        whose batch arrives while a step is under way is handed the weights that step makes,
-        as soon as it lands: lag stays what it is without the thread, and a worker waits at
-        most one step. Updates are landed (counted, checkpointed, published) here."""
-        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
-        ref = self._submit_all(pool.publish(learner.weights()))
-        flight = None  # (batch, future, version it makes) of the step under way
-        with ThreadPoolExecutor(1, thread_name_prefix="learner") as thread:
+        flight: _Flight | None = None  # the step under way on the learner thread
+        steps = ThreadPoolExecutor(1, thread_name_prefix="learner") if self.overlap else _Here()
+        with steps:
             try:
-                while (c.env_steps + (flight[0].env_steps if flight else 0) < cfg.total_env_steps
+                while (c.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
                        and not self.solved() and not stop.received):
-                    batches = pool.wait(self.per_update, resubmit=None if flight else ref)
-                    fresh = self._screen(batches, flight[2] if flight else None)
-                    batch = Batch.concat(fresh, same_version=False) if fresh else None
+                    # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
+                    batches = pool.wait(self.per_update,
+                                        resubmit=None if hold or flight else ref)
+                    if rounds:  # they sample with these weights while the learner trains
+                        self._submit_all(ref)
+                    if hold:  # joined in worker order, not arrival order: a seed then repeats the run
+                        batches = sorted(batches, key=lambda b: b.worker_id)
+                    fresh = self._screen(batches, flight.version if flight else None)
+                    batch = Batch.concat(fresh, same_version=sync) if fresh else None
                     if flight:
-                        (done, step, _), flight = flight, None
-                        ref = self._land(done, step.result(), ref)
+                        done, flight = flight, None
+                        ref = self._land(done.batch, done.step.result(), ref)
                         for worker in pool.idle():  # held while the step ran
                             pool.submit(worker, ref)
                     if batch is not None:
-                        version = learner.policy_version + 1
-                        flight = (batch, thread.submit(learner.step, batch), version)
+                        flight = _Flight(batch, steps.submit(learner.step, batch),
+                                         learner.policy_version + 1)
+                        if not self.overlap:  # made already: land it before the next wait
+                            done, flight = flight, None
+                            ref = self._land(done.batch, done.step.result(), ref)
+                    if sync:
+                        self._submit_all(ref)
                     self._report()
             finally:  # a stop or an error lands the step under way before anything is saved
                 if flight:
-                    self._land(flight[0], flight[1].result(), ref)
+                    self._land(flight.batch, flight.step.result(), ref)
 
     def _submit_all(self, ref):
         """Start a collect on every worker with `ref`; return it."""
@@ -343,28 +358,13 @@ class Trainer:
         return target is not None and stats.full and stats.mean_return >= target
 
     def summary(self, wall: float, stop: StopSignals) -> dict:
-        cfg, c, stats = self.cfg, self.state.counters, self.state.stats
-        new_steps = c.env_steps - self._session[1]
-        return {"env": cfg.env, "mode": cfg.mode, "topology": "shared" if self.learner.spec.shared else "separate",
-                "torso": self.learner.spec.encoder, "core": self.learner.spec.core,
-                "env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
-                # null, not NaN (which is not JSON), until an episode has finished
-                "mean_return_100": finite_or_none(stats.mean_return),
-                "solved": self.solved() if cfg.stop_at_return is not None else None,
-                "workers": self.num_workers, "batches_per_update": self.per_update,
-                "bootstrap_values": self.learner.objective.bootstrap_values_from,
-                "batches": c.batches, "dropped_batches": c.dropped_batches,
-                "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
-                "max_policy_lag": c.max_lag,
-                "policy_lag_p50": percentile(self.lags, 50),
-                "policy_lag_p95": percentile(self.lags, 95),
-                "worker_restarts": c.worker_restarts, "nonfinite_batches": c.nonfinite_batches,
-                # the share of the workers' time spent waiting for the driver and learner
-                "worker_wait_s": round(c.worker_wait_s, 1),
-                "worker_wait_pct": round(100.0 * c.worker_wait_s
-                                         / max(c.wall_s * self.num_workers, 1e-9), 1),
-                "skipped_updates": self.learner.skipped_updates,
-                "wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
-                "run_dir": str(self.run.path), "checkpoint": self.ckpt.latest,
-                "stopped_by": stop.received.name if stop.received else None,
+        cfg, c, learner = self.cfg, self.state.counters, self.learner
+        solved = self.solved() if cfg.stop_at_return is not None else None
+        return {**summary.model(cfg, learner.spec),
+                **summary.learning(c, self.state.stats, solved),
+                **summary.plan(self.plan, learner.objective.bootstrap_values_from),
+                **summary.batches(c, self.lags, self.num_workers, learner.skipped_updates),
+                **summary.session(wall, c.env_steps - self._session[1], str(self.run.path),
+                                  self.ckpt.latest,
+                                  stop.received.name if stop.received else None),
                 **(self.evals.summary() if self.evals is not None else {})}

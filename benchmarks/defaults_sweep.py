@@ -60,10 +60,14 @@ def run_one(candidate: str, env: str, seed: int) -> dict:
 
 
 def table() -> None:
-    rows = [json.loads(x) for x in OUT.read_text().splitlines()]
+    print("\n".join(table_lines([json.loads(x) for x in OUT.read_text().splitlines()])))
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The markdown table `table` prints (the docs' results pages too): each run's final
+    mean per candidate and env of SUITE, and each candidate's mean score."""
     cands = sorted({r["candidate"] for r in rows})
-    print("| env | " + " | ".join(cands) + " |")
-    print("| --- |" + " --- |" * len(cands))
+    lines = ["| env | " + " | ".join(cands) + " |", "| --- |" + " --- |" * len(cands)]
     per = {c: [] for c in cands}
     for env in SUITE:
         cells = []
@@ -73,10 +77,11 @@ def table() -> None:
                 per[c].append(statistics.mean(min(1.0, r["score"]) for r in got))  # solved is 1
             cells.append(", ".join(f"{r['mean_return_100']:.0f}" if r["mean_return_100"] is not None
                                    else "none" for r in got) or "-")
-        print(f"| {env} | " + " | ".join(cells) + " |")
+        lines.append(f"| {env} | " + " | ".join(cells) + " |")
     means = [f"{statistics.mean(per[c]):.2f} ({len(per[c])} envs)" if per[c] else "-"
              for c in cands]
-    print("| mean score (0 random, 1 solved) | " + " | ".join(means) + " |")
+    lines.append("| mean score (0 random, 1 solved) | " + " | ".join(means) + " |")
+    return lines
 
 
 def main() -> None:

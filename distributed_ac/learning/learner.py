@@ -299,9 +299,10 @@ class Learner:
 
     def plan(self, plan: RunPlan) -> dict[str, int]:
         """Fit the auto learning-rate schedules to the run's plan (optimizers.py), and
-        resolve bootstrap_values auto: the learner's values when an update joins fewer
-        worker batches than there are workers."""
-        self.objective.fresh_values.assign(plan.batches_per_update < plan.workers)
+        resolve the update rule's bootstrap values for it (UpdateRule.bootstrap_for)."""
+        rule = self.objective.rule
+        self.objective.fresh_values.assign(rule.recomputes_values
+                                           and rule.bootstrap_for(plan) == "learner")
         return self.optimizers.plan(plan)
 
     def warm_up(self) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from distributed_ac.config.schema import Config, target_is_v
+from distributed_ac.config.rule import UpdateRule
+from distributed_ac.config.schema import Config
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
 from distributed_ac.models.heads import MASKED_LOGIT
@@ -21,13 +22,10 @@ class Objective:
         # A variable the step reads, so set_rates can change it without retracing.
         self.entropy_coef = tf.Variable(float(cfg.entropy_coef), trainable=False,
                                         dtype=tf.float32, name="entropy_coef")
-        # bootstrap_values auto, resolved by Learner.plan (read by the step, like the above)
-        self.fresh_values = tf.Variable(False, trainable=False, name="fresh_values")
-        # a recurrent V_target's pass would need its own core state, which the batch does
-        # not carry to the learner: with a core, only V_target = V is recomputed (as V)
-        self.recomputes_values = (cfg.mode == "async" and cfg.policy_loss == "pg"
-                                  and cfg.bootstrap_values != "worker"
-                                  and (cfg.core == "none" or target_is_v(cfg)))
+        self.rule = UpdateRule.of(cfg)
+        # bootstrap auto, resolved by Learner.plan (read by the step, like the above)
+        self.fresh_values = tf.Variable(self.rule.bootstrap == "learner", trainable=False,
+                                        name="fresh_values")
         self.half_range = tf.constant(space.half_range if not space.discrete else [1.0],
                                       tf.float32)
 
@@ -64,9 +62,7 @@ class Objective:
     @property
     def bootstrap_values_from(self) -> str:
         """Whose values a pg update bootstraps from, "learner" or "worker", as resolved."""
-        on = self.recomputes_values and (self.cfg.bootstrap_values == "learner"
-                                         or bool(self.fresh_values.numpy()))
-        return "learner" if on else "worker"
+        return "learner" if bool(self.fresh_values.numpy()) else "worker"
 
     def bootstrap_values(self, v, flat_obs, values):
         """The values [T + 1, N] a pg update bootstraps from (bootstrap_values): the batch's,
@@ -75,17 +71,17 @@ class Objective:
         moved since the batch was made is anchored to itself, not to its old values. `v`:
         V on the batch ([T, N]). The value after the last step stays the worker's (the
         batch has no observation there)."""
-        if not self.recomputes_values:
+        if not self.rule.recomputes_values:
             return values
 
         def fresh():
-            if target_is_v(self.cfg):  # V_target = V until this update
+            if self.rule.target_is_v:  # V_target = V until this update
                 now = v
             else:
                 now = tf.reshape(self.nets.v_target(flat_obs), tf.shape(v))
             return tf.concat([tf.stop_gradient(now), values[-1:]], 0)
 
-        if self.cfg.bootstrap_values == "learner":
+        if self.rule.bootstrap == "learner":
             return fresh()
         # auto: V_target's own pass runs only where the plan picked the learner's values
         return tf.cond(self.fresh_values, fresh, lambda: values)
@@ -105,14 +101,14 @@ class Objective:
         c = self.cfg
         behaviour_logp, rewards, values, mask = x.behaviour_logp, x.rewards, x.values, x.mask
         term, trunc = x.terminated, x.truncated
-        if c.mode == "async" and c.off_policy_correction == "vtrace":
+        if self.rule.correction == "vtrace":
             targets, adv = advantages.vtrace(behaviour_logp, logp, rewards, values, term, trunc,
                                              mask, c.gamma, c.gae_lambda, c.rho_bar, c.c_bar,
                                              c.vtrace_pg_bootstrap)
         else:
             targets, adv = advantages.gae(rewards, values, term, trunc, mask, c.gamma,
                                           c.gae_lambda)
-            if c.mode == "async" and c.off_policy_correction == "truncated_is":
+            if self.rule.correction == "truncated_is":
                 adv = adv * advantages.truncated_importance_weights(behaviour_logp, logp,
                                                                     c.rho_bar)
         if c.normalize_advantages:

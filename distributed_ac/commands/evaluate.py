@@ -20,27 +20,46 @@ import numpy as np
 from distributed_ac.acting.evaluation import first_seed, make_eval_env, play_episodes
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
+from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import MissingDependency, UsageError
 from distributed_ac.envs.vector import space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
 from distributed_ac.run.rundir import open_run, open_trained, saved_config
 
 
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """A run's trained networks, restored without a Learner (no optimizers, no step)."""
+
+    nets: object  # learning.networks.Networks
+
+    @property
+    def spec(self):
+        return self.nets.spec
+
+    def weights(self) -> Weights:
+        """The Weights bundle the workers would act with (versions 0)."""
+        from distributed_ac.learning.bundle import weights_of
+
+        return weights_of(self.nets)
+
+
 def load_trained(run_dir: str | Path, best: bool = False):
-    """(Config, EnvSpace, Learner, checkpoint path): the newest checkpoint's networks, or
+    """(Config, EnvSpace, Trained, checkpoint path): the newest checkpoint's networks, or
     with `best` the best evaluation's (best/), on the CPU."""
     run = open_trained(run_dir, best)  # a bad path: before TensorFlow loads
-    load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
-    from distributed_ac.learning.learner import Learner
-    from distributed_ac.learning.networks import checkpoint_objects
+    tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
+    from distributed_ac.learning.networks import build_networks, checkpoint_objects
+    from distributed_ac.models.spec import ModelSpec
     from distributed_ac.run.checkpoint import restore_networks
 
     # The run may have trained on a GPU this machine lacks; inference here is tiny.
     cfg = dataclasses.replace(saved_config(run), device="cpu")
     space = space_for(cfg)
-    learner = Learner(cfg, space)
-    path = restore_networks(run, checkpoint_objects(learner.nets), best=best)
-    return cfg, space, learner, path
+    with tf.device("/CPU:0"):
+        nets = build_networks(ModelSpec.of(cfg, space), space, cfg.seed)
+    path = restore_networks(run, checkpoint_objects(nets), best=best)
+    return cfg, space, Trained(nets), path
 
 
 def _make_env(cfg: Config, video: Path | None) -> gym.Env:
@@ -77,7 +96,7 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
     order (episode i ran on seed `seed` + i)."""
     if episodes < 1:
         raise UsageError("--episodes must be >= 1")
-    cfg, space, learner, path = load_trained(run_dir, best)  # checks the path, then loads TF
+    cfg, space, nets, path = load_trained(run_dir, best)  # checks the path, then loads TF
     from distributed_ac.run.checkpoint import read_counters
 
     if best:
@@ -85,8 +104,8 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
         trained = record.get("env_steps")
     else:
         trained = read_counters(path)["env_steps"]
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
+    policy = Policy(space, nets.spec)
+    policy.load(nets.weights())
     base = first_seed(cfg) if seed is None else seed
     returns = run_episodes(cfg, policy, episodes, deterministic, base, video)
     return {"checkpoint": path, "env": cfg.env, "env_steps_trained": trained,

@@ -20,7 +20,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import NonFiniteLossError
 from distributed_ac.envs.vector import EnvSpace
-from distributed_ac.learning import clipped, inputs, losses
+from distributed_ac.learning import bundle, clipped, inputs, losses
 from distributed_ac.learning.networks import (
     RunningMoments,
     Sequence,
@@ -40,7 +40,7 @@ from distributed_ac.learning.step_args import (
     step_signature,
 )
 from distributed_ac.learning.tf_runtime import pick_device
-from distributed_ac.models.spec import OBS_NORM, ModelSpec
+from distributed_ac.models.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class Learner:
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
-        return packed, self._actor_tensors(), self._tensors(self.spec.target_parts)
+        return (packed, bundle.actor_tensors(self.nets),
+                bundle.part_tensors(self.nets, self.spec.target_parts))
 
     def _one_step(self, x: StepInput, flat_obs):
         """policy_loss "pg": one gradient step for each network on the whole batch;
@@ -243,20 +244,6 @@ class Learner:
 
         return metrics, old_logp, tf.cond(finite, lambda: tf.constant(True), restore)
 
-    def _tensors(self, part_names) -> dict[str, list]:
-        """{part: its arrays} read inside the step (saves an eager read per variable)."""
-        return {n: [tf.identity(v.value) for v in vs]
-                for n, vs in self.nets.bundle(part_names).items()}
-
-    def _actor_tensors(self) -> dict[str, list]:
-        """The actor's parts of a Weights bundle, and with normalize_obs the observation
-        statistics (mean and 1 / std) the workers apply before it."""
-        tensors = self._tensors(self.spec.actor_parts)
-        norm = self.nets.obs_norm
-        if norm is not None:
-            tensors[OBS_NORM] = [tf.cast(norm.mean, tf.float32), norm.inv_std()]
-        return tensors
-
     # ---- plain Python around it -------------------------------------------------
     def _run_step(self, batch: Batch):
         """The compiled step on a batch: (metrics as floats, actor tensors, V_target
@@ -284,10 +271,10 @@ class Learner:
         self._nonfinite_streak = 0
         self.updates += 1
         self.policy_version += 1
-        self._actor_arrays = (self.policy_version, _numpy(actor))
+        self._actor_arrays = (self.policy_version, bundle.as_numpy(actor))
         if sync:  # the step already synced V_target
             self.target_version += 1
-            self._target_arrays = _numpy(target)
+            self._target_arrays = bundle.as_numpy(target)
         return metrics
 
     def set_rates(self, actor_lr: float, critic_lr: float, entropy_coef: float) -> None:
@@ -349,11 +336,8 @@ class Learner:
         if self._actor_arrays is not None and self._actor_arrays[0] == self.policy_version:
             actor = self._actor_arrays[1]  # what the last step returned
         else:
-            actor = _numpy(self._actor_tensors())
+            actor = bundle.as_numpy(bundle.actor_tensors(self.nets))
         if self._target_arrays is None:  # V_target changes only on sync
-            self._target_arrays = _numpy(self._tensors(self.spec.target_parts))
+            self._target_arrays = bundle.as_numpy(
+                bundle.part_tensors(self.nets, self.spec.target_parts))
         return Weights(self.policy_version, self.target_version, {**actor, **self._target_arrays})
-
-
-def _numpy(parts: dict) -> dict[str, list[np.ndarray]]:
-    return {n: [np.asarray(a) for a in arrays] for n, arrays in parts.items()}

@@ -1,4 +1,4 @@
-"""A long run's learning curve as RESULTS.md quotes it: a CSV of every logged row and
+"""A long run's learning curve as the notes (docs/notes/) quote it: a CSV of every logged row and
 the 100-episode mean at chosen env-step marks, from the run's metrics.jsonl.
 
     python benchmarks/curve_table.py RUN --csv benchmarks/results/pong-seed0.csv \

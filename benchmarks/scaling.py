@@ -6,7 +6,7 @@ The cluster is real Ray (ray.cluster_utils.Cluster: each node its own raylet), b
 nodes share this machine's cores, so the 2-node figure shows the distribution overhead
 rather than a speed-up: on a 2-core machine the learner (in this driver) and two
 one-CPU workers compete for two cores. It also measures what the scaling estimate in
-cluster/README.md needs: the learner's samples/s on one batch, one worker's steps/s, and
+docs/guide/clusters.md needs: the learner's samples/s on one batch, one worker's steps/s, and
 the cost of broadcasting a weights bundle to every worker, and prints the estimate:
 
     workers one learner can feed  W* = S_learner / w_worker   (async: one batch per update)

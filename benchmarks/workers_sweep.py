@@ -9,8 +9,8 @@ budget, an embedded local Ray) one run at a time and appends one JSON line per r
 the 100-episode mean at the end of the budget, updates, policy lag (p50, p95, max),
 dropped batches, how long the workers waited, wall seconds, and the commit. A run
 already in the file (same env, W, seed and flags) is skipped, so an interrupted sweep
-continues where it stopped. `table` prints the markdown table RESULTS.md quotes;
-`table()` and `peer_table()` also write the docs' results tables (docs/hooks/generate.py).
+continues where it stopped. `table` prints the markdown table the notes quote;
+`table()` and `peer_table()` also write the docs' results tables (docs/hooks/results_tables.py).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def cmd_table(args) -> None:
 
 
 def table(rows: list[dict], decimals: int | None = None) -> list[str]:
-    """The markdown table RESULTS.md quotes (and the docs' results pages, built by
-    docs/hooks/generate.py): one row per env, flags and W over the runs in `rows`. A row
+    """The markdown table the notes quote (and the docs' results pages, built by
+    docs/hooks/results_tables.py): one row per env, flags and W over the runs in `rows`. A row
     of another benchmark's file may lack the sweep's seed, flags, lag, dropped, workers
     waited or commit: those cells read "-" (seeds are then left out). Scores are written
     as `_score` writes them, or with `decimals` decimals."""

@@ -128,7 +128,7 @@ def _worker_thread_env(cpus: float):
     children start: a spawned child reads them when it imports NumPy, as a Ray worker
     does (Ray sets OMP_NUM_THREADS before the actor's module loads). Set only later,
     inside the child, OpenBLAS kept one thread per core, and W workers oversubscribed
-    the cores (benchmarks/RESULTS.md)."""
+    the cores (docs/notes/pipeline-efficiency.md, "What the worker phase measured")."""
     from distributed_ac.acting.worker import THREAD_VARS
 
     saved = {k: os.environ.get(k) for k in THREAD_VARS}

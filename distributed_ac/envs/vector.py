@@ -189,7 +189,7 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
     preprocess = preprocess or atari.Preprocess()
     if atari.is_ale(env_id) and vectorization in ("auto", "vector_entry_point"):
         # ale_py's C++ vector env: 1.6x the agent steps per CPU second of the same
-        # preprocessing in Gymnasium's wrappers (benchmarks/atari_env.py, README)
+        # preprocessing in Gymnasium's wrappers (benchmarks/atari_env.py, docs/guide/images-atari.md)
         return _checked(made(env, lambda: atari.make_ale_vector(env_id, num_envs, preprocess)), env)
     make_kwargs, extra = _preprocessing(env_id, preprocess)
     mode = "sync" if extra and vectorization == "auto" else _vector_mode(vectorization, gym.spec(env_id))

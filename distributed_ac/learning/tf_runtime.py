@@ -84,7 +84,7 @@ def load_tensorflow(cnn: bool = False):
     turned on (TF_ENABLE_ONEDNN_OPTS=1, unless it is set already): TensorFlow's CPU
     builds leave them off on CPUs without AVX-512, where they take a Nature CNN's
     backward pass ~1.3-1.8x faster but an MLP's or an LSTM's step ~15% slower
-    (benchmarks/RESULTS.md, "Speed where training was slow"). Only the import reads it."""
+    (docs/notes/recurrent-speed.md). Only the import reads it."""
     if "tensorflow" in sys.modules and "keras" in sys.modules:
         return sys.modules["tensorflow"]
     if cnn and "tensorflow" not in sys.modules and not has_nvidia_device():

@@ -76,7 +76,7 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
 
     Ray is imported before the thread starts: both imports are mostly Python holding the
     GIL, and imported beside TensorFlow's, Ray's took several times as long and held
-    back everything Ray starts (benchmarks/RESULTS.md, start-up).
+    back everything Ray starts (docs/notes/profiles.md, start-up).
 
     `stop` (train.StopSignals) turns Ctrl-C into a flag while both threads import: it is
     checked here between steps and raises errors.Interrupted (see there for why).

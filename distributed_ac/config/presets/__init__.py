@@ -6,7 +6,7 @@ becomes '_'). An env without a file of its own starts from its suite's file when
 has a suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari
 PPO; a `popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
 `presets/default.yaml`: the settings that measured most robust across the suite of envs
-(benchmarks/RESULTS.md, "Defaults for an env without a preset"). Either way `dac train`
+(docs/notes/defaults-without-a-preset.md). Either way `dac train`
 says so in one line and
 then applies --config and the flags on top, so anything set explicitly wins;
 `--no-preset` starts from the package base (config.Config's field defaults) instead.

@@ -123,37 +123,37 @@ class Evaluations:
         every = cfg.eval_every
         self.next_due = (self._progress(counters) // every + 1) * every  # a resume continues
 
-    def _progress(self, c: Counters) -> int:
-        return c.updates if self.cfg.eval_every_unit == "updates" else c.env_steps
+    def _progress(self, counts: Counters) -> int:
+        return counts.updates if self.cfg.eval_every_unit == "updates" else counts.env_steps
 
-    def after_update(self, c: Counters, weights) -> None:
+    def after_update(self, counts: Counters, weights) -> None:
         """Record the evaluation in flight if it has finished (never waiting for it); then,
         if one is due and none is in flight, start one of `weights`, those of update
-        c.updates just published."""
+        counts.updates just published."""
         if self.flight is not None:
             outcome = self.runner.result()
             if outcome is not None:
-                self._record(outcome, c)
-        if self._progress(c) >= self.next_due and self.flight is None:
-            self.start(c, weights)
+                self._record(outcome, counts)
+        if self._progress(counts) >= self.next_due and self.flight is None:
+            self.start(counts, weights)
 
-    def start(self, c: Counters, weights) -> None:
-        """Evaluate `weights` (the bundle just published: update c.updates)."""
+    def start(self, counts: Counters, weights) -> None:
+        """Evaluate `weights` (the bundle just published: update counts.updates)."""
         every = self.cfg.eval_every
-        self.next_due = (self._progress(c) // every + 1) * every
-        self.flight = Requested(c.updates, c.env_steps, c.wall_s, self.best.copy())
+        self.next_due = (self._progress(counts) // every + 1) * every
+        self.flight = Requested(counts.updates, counts.env_steps, counts.wall_s, self.best.copy())
         self.runner.start(weights, self.cfg.eval_episodes, self.cfg.eval_deterministic)
 
-    def finish(self, c: Counters, weights) -> None:
+    def finish(self, counts: Counters, weights) -> None:
         """The end of a run that finished: the evaluation in flight, then one of the final
         weights unless they were just evaluated."""
         if self.flight is not None:
-            self._record(self.runner.wait(), c)
-        if c.updates and (self.last is None or self.last["updates"] != c.updates):
-            self.start(c, weights())
-            self._record(self.runner.wait(), c)
+            self._record(self.runner.wait(), counts)
+        if counts.updates and (self.last is None or self.last["updates"] != counts.updates):
+            self.start(counts, weights())
+            self._record(self.runner.wait(), counts)
 
-    def _record(self, outcome: dict, c: Counters) -> None:
+    def _record(self, outcome: dict, counts: Counters) -> None:
         req, self.flight = self.flight, None
         if "error" in outcome:
             log.warning("evaluation of update %d failed: %s", req.updates, outcome["error"])
@@ -163,7 +163,7 @@ class Evaluations:
                  "mean_length": float(lengths.mean())}
         self.metrics.write(req.env_steps, req.updates, req.wall_s,
                            {f"eval/{k}": v for k, v in stats.items()},
-                           extra={"eval/episodes": len(returns), "eval/done_at_updates": c.updates})
+                           extra={"eval/episodes": len(returns), "eval/done_at_updates": counts.updates})
         self.count += 1
         self.last = {"updates": req.updates, "env_steps": req.env_steps, **stats}
         better = stats["mean_return"] > self.best.score

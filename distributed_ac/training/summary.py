@@ -25,25 +25,25 @@ def plan(run_plan: RunPlan, bootstrap_values: str) -> dict:
             "bootstrap_values": bootstrap_values}
 
 
-def learning(c: Counters, stats: EpisodeStats, solved: bool | None) -> dict:
+def learning(counts: Counters, stats: EpisodeStats, solved: bool | None) -> dict:
     """Steps, updates, episodes and the 100-episode mean (null until an episode ends:
     NaN is not JSON); `solved` is None without a stop_at_return."""
-    return {"env_steps": c.env_steps, "updates": c.updates, "episodes": stats.episodes,
+    return {"env_steps": counts.env_steps, "updates": counts.updates, "episodes": stats.episodes,
             "mean_return_100": finite_or_none(stats.mean_return), "solved": solved}
 
 
-def batches(c: Counters, lags: collections.Counter, workers: int,
+def batches(counts: Counters, lags: collections.Counter, workers: int,
             skipped_updates: int) -> dict:
     """What came of the workers' batches: dropped, their policy lag, restarts, and the
     share of the workers' time spent waiting for the driver and learner."""
-    return {"batches": c.batches, "dropped_batches": c.dropped_batches,
-            "dropped_pct": round(100.0 * c.dropped_batches / max(c.batches, 1), 2),
-            "max_policy_lag": c.max_lag, "policy_lag_p50": percentile(lags, 50),
-            "policy_lag_p95": percentile(lags, 95), "worker_restarts": c.worker_restarts,
-            "nonfinite_batches": c.nonfinite_batches,
-            "worker_wait_s": round(c.worker_wait_s, 1),
-            "worker_wait_pct": round(100.0 * c.worker_wait_s
-                                     / max(c.wall_s * workers, 1e-9), 1),
+    return {"batches": counts.batches, "dropped_batches": counts.dropped_batches,
+            "dropped_pct": round(100.0 * counts.dropped_batches / max(counts.batches, 1), 2),
+            "max_policy_lag": counts.max_lag, "policy_lag_p50": percentile(lags, 50),
+            "policy_lag_p95": percentile(lags, 95), "worker_restarts": counts.worker_restarts,
+            "nonfinite_batches": counts.nonfinite_batches,
+            "worker_wait_s": round(counts.worker_wait_s, 1),
+            "worker_wait_pct": round(100.0 * counts.worker_wait_s
+                                     / max(counts.wall_s * workers, 1e-9), 1),
             "skipped_updates": skipped_updates}
 
 

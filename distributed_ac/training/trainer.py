@@ -156,19 +156,19 @@ class Trainer:
         self.state = RunState.fresh(cfg)
         self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None
-        c = self.state.counters
+        counts = self.state.counters
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
-                                  resume_at=c.env_steps if resume else None)
+                                  resume_at=counts.env_steps if resume else None)
         self.interval = Interval()
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
-                                                    start=c.env_steps)
+                                                    start=counts.env_steps)
         self.evals = (Evaluations(cfg, run, self.learner, pool.evaluation(), self.metrics,
-                                  self.progress, c) if cfg.eval_every else None)
-        self._session = (time.monotonic(), c.env_steps, c.wall_s, c.worker_restarts)
+                                  self.progress, counts) if cfg.eval_every else None)
+        self._session = (time.monotonic(), counts.env_steps, counts.wall_s, counts.worker_restarts)
         self._last_row = time.monotonic()
         self.progress.note(f"run directory {run.path}" + (
-            f", resumed from {self.resumed_from} at {c.env_steps:,d} env steps" if resume else ""))
+            f", resumed from {self.resumed_from} at {counts.env_steps:,d} env steps" if resume else ""))
         spans = self.learner.plan(self.plan)
         self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
                         learner_device=self.learner.device,
@@ -189,7 +189,7 @@ class Trainer:
         makes as soon as it lands, so lag stays what it is without the thread and a
         worker waits at most one step. Without it each step runs here, before the next
         wait. Updates are landed (counted, checkpointed, published) here either way."""
-        cfg, pool, learner, c = self.cfg, self.pool, self.learner, self.state.counters
+        cfg, pool, learner, counts = self.cfg, self.pool, self.learner, self.state.counters
         sync = cfg.mode == "sync"
         # async with every worker's batch in each update: one batch per worker per round,
         # so a fast worker cannot stand in for a slow one and every batch is exactly one
@@ -201,7 +201,7 @@ class Trainer:
         steps = ThreadPoolExecutor(1, thread_name_prefix="learner") if self.overlap else _Here()
         with steps:
             try:
-                while (c.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
+                while (counts.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
                        and not self.solved() and not stop.received):
                     # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
                     batches = pool.wait(self.per_update,
@@ -243,7 +243,7 @@ class Trainer:
         A batch is dropped when its worker flagged a NaN/Inf (on_nonfinite = drop) or
         when it is more than max_policy_lag policy versions old, counted against the
         version that will train on it (`version`: given while a step is under way)."""
-        c = self.state.counters
+        counts = self.state.counters
         version = self.learner.policy_version if version is None else version
         ended = episodes_in_order(batches)
         self.state.stats.add(*ended)
@@ -252,15 +252,15 @@ class Trainer:
         for b in batches:
             lag = version - b.policy_version
             lags.append(lag)
-            c.batches += 1
-            c.worker_wait_s += b.idle_s
-            c.max_lag = max(c.max_lag, lag)
+            counts.batches += 1
+            counts.worker_wait_s += b.idle_s
+            counts.max_lag = max(counts.max_lag, lag)
             if b.nonfinite:
                 log.warning("dropping a batch: %s", b.nonfinite)
-                c.dropped_batches += 1
-                c.nonfinite_batches += 1
+                counts.dropped_batches += 1
+                counts.nonfinite_batches += 1
             elif lag > self.cfg.max_policy_lag:
-                c.dropped_batches += 1
+                counts.dropped_batches += 1
             else:
                 fresh.append(b)
         self.interval.add_lags(lags)
@@ -272,11 +272,11 @@ class Trainer:
         non-finite loss), checkpoint when due, and return the weights to hand out next."""
         if not metrics["applied"]:
             return ref
-        c = self.state.counters
-        c.updates += 1
-        c.env_steps += batch.env_steps
+        counts = self.state.counters
+        counts.updates += 1
+        counts.env_steps += batch.env_steps
         self.interval.add_update(metrics)
-        if c.updates % self.cfg.checkpoint_every == 0:
+        if counts.updates % self.cfg.checkpoint_every == 0:
             self._report(force=True)  # the row's clock is the one the checkpoint keeps
             self.ckpt.save()
         if self.on_update is not None:
@@ -284,18 +284,18 @@ class Trainer:
         ref = self.pool.publish(self.learner.weights())
         if self.evals is not None:  # here, where no learner step is under way
             self._tick()
-            self.evals.after_update(c, ref)
+            self.evals.after_update(counts, ref)
         return ref
 
     def _update_row(self, learner_metrics: dict) -> dict:
         """The counters after an update and its learner metrics, by metrics-row name."""
         self._tick()
-        c = self.state.counters
+        counts = self.state.counters
         last_eval = self.evals.last if self.evals is not None else None
         evaluated = ({f"eval/{k}": last_eval[k] for k in ("mean_return", "std_return",
                                                          "mean_length")}
                      if last_eval is not None else {})  # from the newest evaluation done
-        return {"env_steps": c.env_steps, "updates": c.updates, "wall_s": c.wall_s,
+        return {"env_steps": counts.env_steps, "updates": counts.updates, "wall_s": counts.wall_s,
                 "episodes": self.state.stats.episodes,
                 "charts/mean_return_100": self.state.stats.mean_return, **evaluated,
                 **{name: learner_metrics[key] for name, key in LEARNER_KEYS.items()
@@ -309,19 +309,19 @@ class Trainer:
     def _tick(self) -> float:
         """Bring the clock and restart counters up to date; return this session's steps/s."""
         t0, steps0, wall0, restarts0 = self._session
-        c, elapsed = self.state.counters, time.monotonic() - t0
-        c.wall_s = wall0 + elapsed
-        c.worker_restarts = restarts0 + self.pool.restarts
-        return (c.env_steps - steps0) / max(elapsed, 1e-9)
+        counts, elapsed = self.state.counters, time.monotonic() - t0
+        counts.wall_s = wall0 + elapsed
+        counts.worker_restarts = restarts0 + self.pool.restarts
+        return (counts.env_steps - steps0) / max(elapsed, 1e-9)
 
     def _report(self, force: bool = False) -> None:
-        c, sps = self.state.counters, self._tick()
-        self.progress.update(c.env_steps, sps, self.state.stats.mean_return, force=force)
+        counts, sps = self.state.counters, self._tick()
+        self.progress.update(counts.env_steps, sps, self.state.stats.mean_return, force=force)
         now = time.monotonic()
         if (force or now - self._last_row >= self.cfg.log_every_s) and not self.interval.empty:
             self._last_row = now
-            self.metrics.write(c.env_steps, c.updates, c.wall_s,
-                               self.interval.scalars(sps, c.dropped_batches, c.worker_restarts,
+            self.metrics.write(counts.env_steps, counts.updates, counts.wall_s,
+                               self.interval.scalars(sps, counts.dropped_batches, counts.worker_restarts,
                                                      self.state.stats.mean_return))
             self.interval = Interval()
 
@@ -358,13 +358,13 @@ class Trainer:
         return target is not None and stats.full and stats.mean_return >= target
 
     def summary(self, wall: float, stop: StopSignals) -> dict:
-        cfg, c, learner = self.cfg, self.state.counters, self.learner
+        cfg, counts, learner = self.cfg, self.state.counters, self.learner
         solved = self.solved() if cfg.stop_at_return is not None else None
         return {**summary.model(cfg, learner.spec),
-                **summary.learning(c, self.state.stats, solved),
+                **summary.learning(counts, self.state.stats, solved),
                 **summary.plan(self.plan, learner.objective.bootstrap_values_from),
-                **summary.batches(c, self.lags, self.num_workers, learner.skipped_updates),
-                **summary.session(wall, c.env_steps - self._session[1], str(self.run.path),
+                **summary.batches(counts, self.lags, self.num_workers, learner.skipped_updates),
+                **summary.session(wall, counts.env_steps - self._session[1], str(self.run.path),
                                   self.ckpt.latest,
                                   stop.received.name if stop.received else None),
                 **(self.evals.summary() if self.evals is not None else {})}

@@ -123,12 +123,15 @@ SUPERSEDED = {("CliffWalking-v1", ("--total-env-steps", "300000")),
               ("Taxi-v4", ("--total-env-steps", "1000000", "--entropy-coef", "0.01"))}
 
 
-def _suites() -> str:
+def suites_runs() -> list[dict]:
     # cnn-shared-trunk.jsonl re-measured the CNN suites once a CNN's trunk was shared
-    rows = [r for r in current("suites.jsonl", "cnn-shared-trunk.jsonl")
+    return [r for r in current("suites.jsonl", "cnn-shared-trunk.jsonl")
             if not r["env"].startswith(CHOICES)
             and (r["env"], tuple(r["flags"])) not in SUPERSEDED]
-    return results_table(rows)
+
+
+def _suites() -> str:
+    return results_table(suites_runs())
 
 
 def _defaults() -> str:
@@ -193,29 +196,59 @@ def preset_runs() -> list[dict]:
     return workers_runs() + quality
 
 
+def by_env_and_workers(runs: list[dict], envs: dict[str, tuple[list[str], list[str]]],
+                       workers: tuple[int, ...], cell, lead=(), tail=()) -> str:
+    """One row per env of ENVS, one column per W of WORKERS (`cell` of that W's runs,
+    "-" without any), then the budget and the commits the runs recorded. ENVS maps an
+    env to its cells under the LEAD columns (after its name) and the TAIL ones (last)."""
+    lines = ["| " + " | ".join(["env", *lead, *(f"W = {w}" for w in workers),
+                                "env steps", "commit", *tail]) + " |",
+             "|" + " --- |" * (len(lead) + len(workers) + len(tail) + 3)]
+    for env, (first, last) in envs.items():
+        mine = sorted((r for r in runs if r["env"] == env), key=lambda r: r.get("seed", 0))
+        if not mine:
+            continue
+        cells = [cell(got) if got else "-"
+                 for got in ([r for r in mine if r["workers"] == w] for w in workers)]
+        commits = ", ".join(sorted({r["commit"] for r in mine if "commit" in r})) or "-"
+        steps = f"{max(r['env_steps'] for r in mine):,}"
+        lines.append("| " + " | ".join([env, *first, *cells, steps, commits, *last]) + " |")
+    return _lines(lines)
+
+
 def readme_table(rows: list[dict] | None = None) -> str:
     """The shipped presets at 1, 2, 4 and 8 workers: per env, the median 100-episode mean
     at each W (and how many runs), the budget and the commits the runs recorded. A
     serial run stands in for a Ray run (the same plan), so `--serial` is not a row of
     its own, nor is a budget set by flag; runs with other flags are left out."""
     rows = preset_runs() if rows is None else rows
-    lines = ["| env | " + " | ".join(f"W = {w}" for w in README_WORKERS)
-             + " | env steps | commit |",
-             "| --- |" + " --- |" * (len(README_WORKERS) + 2)]
-    for env in README_ENVS:
-        runs = [r for r in rows if r["env"] == env
-                and not [f for f in r.get("flags", ()) if f not in ("--serial", "--total-env-steps")
-                         and not f.isdigit()]]
-        if not runs:
-            continue
-        cells = []
-        for w in README_WORKERS:
-            got = [r["mean_return_100"] for r in runs if r["workers"] == w]
-            cells.append(f"{statistics.median(got):.0f} ({len(got)})" if got else "-")
-        steps = max(r["env_steps"] for r in runs)
-        commits = ", ".join(sorted({r["commit"] for r in runs if "commit" in r}))
-        lines.append(f"| {env} | " + " | ".join(cells) + f" | {steps:,} | {commits} |")
-    return _lines(lines)
+    plain = [r for r in rows if not [f for f in r.get("flags", ())
+                                     if f not in ("--serial", "--total-env-steps") and not f.isdigit()]]
+    return by_env_and_workers(
+        plain, {env: ([], []) for env in README_ENVS}, README_WORKERS,
+        lambda got: f"{statistics.median(r['mean_return_100'] for r in got):.0f} ({len(got)})")
+
+
+# The suites' presets as `dac train` announces them, and the figure each is read against
+SUITES = {
+    "MiniGrid-Empty-Random-5x5-v0": ("default (small CNN)", "rl-zoo PPO 0.97"),
+    "Taxi-v4": ("its own: the mask from `info`", "optimum 7.93"),
+    "CliffWalking-v1": ("its own (the package base)", "optimum -13"),
+    "dm_control/cartpole-swingup-v0": ("default", "cleanRL PPO 641"),
+    "popgym-RepeatPreviousEasy-v0": ("popgym's (LSTM)", "optimum 1.0"),
+    "popgym-PositionOnlyCartPoleEasy-v0": ("popgym's (LSTM)", "optimum 1.0"),
+    "MinAtar/Asterix-v1": ("default (small CNN)", "gymnax PPO ~15 at 10M"),
+}
+
+
+def suites_summary() -> str:
+    """Each suite's env with its preset and reference: every run's 100-episode mean at
+    W = 1 and 4, in seed order, from the same runs as the suites table."""
+    score = _benchmark("workers_sweep")._score
+    return by_env_and_workers(
+        suites_runs(), {env: ([preset], [ref]) for env, (preset, ref) in SUITES.items()},
+        (1, 4), lambda got: ", ".join(score(r["mean_return_100"]) for r in got),
+        lead=("preset",), tail=("reference",))
 
 
 # name -> the markdown of one table. Each topic has one current table; a file that
@@ -228,4 +261,5 @@ RESULTS_TABLES = {
     "spaces": _spaces,
     "throughput": bench_table,
     "readme": readme_table,
+    "suites-summary": suites_summary,
 }

@@ -16,7 +16,9 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac.config.plan import RunPlan
+from distributed_ac.config.rule import UpdateRule
 from distributed_ac.config.schema import Config
+from distributed_ac.config.sections import LossSettings, OptimizerSettings
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import NonFiniteLossError
 from distributed_ac.envs.vector import EnvSpace
@@ -66,9 +68,10 @@ class Learner:
         with tf.device(self.device):
             self.spec = ModelSpec.of(cfg, space)
             self.nets = build_networks(self.spec, space, cfg.seed)
-            self.optimizers = Optimizers(cfg, self.nets)
+            self.optimizers = Optimizers(OptimizerSettings.of(cfg), self.nets)
             return_stats = RunningMoments(1, "return_stats") if cfg.normalize_reward else None
-            self.objective = Objective(cfg, space, self.nets, return_stats)
+            self.objective = Objective(LossSettings.of(cfg), UpdateRule.of(cfg), space,
+                                       self.nets, return_stats)
             # policy_loss "clip": the minibatch order, checkpointed (exact resume)
             self.shuffle_rng = tf.random.Generator.from_seed(cfg.seed)
             self._saved = Versions()

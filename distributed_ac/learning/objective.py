@@ -8,7 +8,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from distributed_ac.config.rule import UpdateRule
-from distributed_ac.config.schema import Config
+from distributed_ac.config.sections import LossSettings
 from distributed_ac.envs.vector import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
 from distributed_ac.models.heads import MASKED_LOGIT
@@ -17,12 +17,13 @@ REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (
 
 
 class Objective:
-    def __init__(self, cfg: Config, space: EnvSpace, nets, return_stats=None):
-        self.cfg, self.space, self.nets, self.return_stats = cfg, space, nets, return_stats
+    def __init__(self, settings: LossSettings, rule: UpdateRule, space: EnvSpace, nets,
+                 return_stats=None):
+        self.settings, self.rule = settings, rule
+        self.space, self.nets, self.return_stats = space, nets, return_stats
         # A variable the step reads, so set_rates can change it without retracing.
-        self.entropy_coef = tf.Variable(float(cfg.entropy_coef), trainable=False,
+        self.entropy_coef = tf.Variable(float(settings.entropy_coef), trainable=False,
                                         dtype=tf.float32, name="entropy_coef")
-        self.rule = UpdateRule.of(cfg)
         # bootstrap auto, resolved by Learner.plan (read by the step, like the above)
         self.fresh_values = tf.Variable(self.rule.bootstrap == "learner", trainable=False,
                                         name="fresh_values")
@@ -92,13 +93,13 @@ class Objective:
         if self.return_stats is not None:  # clipped as VecNormalize clips them
             rewards = tf.clip_by_value(rewards * self.return_stats.inv_std()[0],
                                        -REWARD_CLIP, REWARD_CLIP)
-        return rewards * self.cfg.reward_scale
+        return rewards * self.settings.reward_scale
 
     def targets(self, logp, x):
         """Critic targets and actor advantages (normalised if configured) for the batch `x`
         (a step_args.StepInput), bootstrapped from its values; `logp` is the policy being
         improved (pi_old for the clip)."""
-        c = self.cfg
+        c = self.settings
         behaviour_logp, rewards, values, mask = x.behaviour_logp, x.rewards, x.values, x.mask
         term, trunc = x.terminated, x.truncated
         if self.rule.correction == "vtrace":
@@ -122,7 +123,7 @@ class Objective:
         actor loss, or with `old_logp` PPO's clipped surrogate; the critic's half MSE. In
         the shared topology the actor's loss carries vf_coef x the critic's, for the
         encoder both heads read."""
-        c = self.cfg
+        c = self.settings
         if old_logp is None:
             a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, self.entropy_coef)
         else:

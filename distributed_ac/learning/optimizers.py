@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from distributed_ac.config.plan import RunPlan
-from distributed_ac.config.schema import Config
+from distributed_ac.config.sections import OptimizerSettings
 from distributed_ac.core.errors import NoGradientError
 
 AUTO_DECAY_STEPS = 1000  # an auto schedule's span until plan() is called (bench, unit tests)
@@ -31,24 +31,24 @@ def make_optimizer(lr: tf.Variable, decay_steps: tf.Variable, decay_rate: float,
 
 
 class Optimizers:
-    def __init__(self, cfg: Config, nets):
-        self.cfg, self.nets = cfg, nets
+    def __init__(self, settings: OptimizerSettings, nets):
+        self.settings, self.nets = settings, nets
         self.decay_steps = {  # float32: ExponentialDecay divides the step count by it
             name: tf.Variable(float(steps or AUTO_DECAY_STEPS), trainable=False,
                               name=f"{name}_decay_steps")
-            for name, steps in (("actor", cfg.actor_lr_decay_steps),
-                                ("critic", cfg.critic_lr_decay_steps))}
+            for name, steps in (("actor", settings.actor_lr_decay_steps),
+                                ("critic", settings.critic_lr_decay_steps))}
         # Not in any checkpoint: a restored run takes the rates of its own config.
         self.initial_rates = {
             name: tf.Variable(float(lr), trainable=False, dtype=tf.float32,
                               name=f"{name}_initial_lr")
-            for name, lr in (("actor", cfg.actor_lr), ("critic", cfg.critic_lr))}
+            for name, lr in (("actor", settings.actor_lr), ("critic", settings.critic_lr))}
         self.actor = make_optimizer(self.initial_rates["actor"], self.decay_steps["actor"],
-                                    cfg.actor_lr_decay_rate, cfg.lr_staircase,
-                                    cfg.adam_epsilon, "actor_adam")
+                                    settings.actor_lr_decay_rate, settings.lr_staircase,
+                                    settings.adam_epsilon, "actor_adam")
         self.critic = make_optimizer(self.initial_rates["critic"], self.decay_steps["critic"],
-                                     cfg.critic_lr_decay_rate, cfg.lr_staircase,
-                                     cfg.adam_epsilon, "critic_adam")
+                                     settings.critic_lr_decay_rate, settings.lr_staircase,
+                                     settings.adam_epsilon, "critic_adam")
         self.actor.build(nets.actor_variables)
         self.critic.build(nets.critic_variables)
 
@@ -56,8 +56,8 @@ class Optimizers:
         """Fit each auto schedule (decay_steps 0 in the config) to the run's planned
         optimizer steps (the plan's updates x optimizer steps per update); returns both
         spans."""
-        for name, steps in (("actor", self.cfg.actor_lr_decay_steps),
-                            ("critic", self.cfg.critic_lr_decay_steps)):
+        for name, steps in (("actor", self.settings.actor_lr_decay_steps),
+                            ("critic", self.settings.critic_lr_decay_steps)):
             span = steps or max(1, plan.updates * plan.optimizer_steps_per_update)
             self.decay_steps[name].assign(float(span))
         return {name: int(v.numpy()) for name, v in self.decay_steps.items()}
@@ -81,7 +81,7 @@ class Optimizers:
         """Each network's gradients clipped by its own global norm and applied by its own
         optimizer, or nothing at all if a loss or a norm is not finite (graph ops).
         Returns (actor norm, critic norm, applied)."""
-        c, nets = self.cfg, self.nets
+        c, nets = self.settings, self.nets
         a_grads, a_norm = _clipped(tape, actor_total, nets.actor_variables,
                                    c.max_grad_norm_actor, "actor")
         c_grads, c_norm = _clipped(tape, critic_loss, nets.critic_variables,

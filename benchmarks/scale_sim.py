@@ -39,7 +39,8 @@ from distributed_ac.config.schema import Config  # noqa: E402
 from distributed_ac.core.batch import Batch  # noqa: E402
 from distributed_ac.config import presets  # noqa: E402
 from distributed_ac.config.schema import load_yaml  # noqa: E402
-from distributed_ac.envs.vector import EnvSpace, probe_space  # noqa: E402
+from distributed_ac.envs.space import EnvSpace
+from distributed_ac.envs.vector import probe_space  # noqa: E402
 from distributed_ac.pool import ray_pool  # noqa: E402
 from distributed_ac.run import rundir  # noqa: E402
 from distributed_ac.run.metrics import ConsoleProgress, percentile  # noqa: E402

@@ -51,7 +51,8 @@ from distributed_ac.config.plan import learner_tf_threads, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.processes import die_with_parent, run_in_child, stop_children
-from distributed_ac.envs.vector import EnvSpace, space_for, space_of, vector_env_for
+from distributed_ac.envs.space import EnvSpace, space_of
+from distributed_ac.envs.vector import space_for, vector_env_for
 from distributed_ac.models.spec import ModelSpec
 
 

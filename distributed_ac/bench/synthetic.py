@@ -15,7 +15,7 @@ import numpy as np
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.processes import run_in_child
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.models import spec as names
 from distributed_ac.models.spec import ModelSpec
 

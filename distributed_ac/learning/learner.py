@@ -21,7 +21,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.config.sections import LossSettings, OptimizerSettings
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import NonFiniteLossError
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import bundle, clipped, inputs, losses
 from distributed_ac.learning.networks import (
     RunningMoments,

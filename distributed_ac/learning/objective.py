@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from distributed_ac.config.rule import UpdateRule
 from distributed_ac.config.sections import LossSettings
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
 from distributed_ac.models.heads import MASKED_LOGIT
 

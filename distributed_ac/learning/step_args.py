@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac.core.batch import Batch
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import inputs
 from distributed_ac.learning.networks import Sequence
 from distributed_ac.models.cores import state_size

@@ -2,8 +2,9 @@
 
 Rollout workers stay light (no TensorFlow, whose import costs each process hundreds of
 MB and seconds), so the parts
-the learner trains in Keras are evaluated here by their NumPy twins (models/), read
-from the bundle by part name. Tests hold each twin to its Keras part to 1e-5.
+the learner trains in Keras are evaluated here by their NumPy twins (models/), of the
+kinds the part registry (models/registry.py) picks for the spec, read from the bundle by
+part name. Tests hold each twin to its Keras part to 1e-5.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ from distributed_ac.core.batch import Weights
 from distributed_ac.core.normalization import normalize_np
 from distributed_ac.core.obs import leading, tree_map
 from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.models import registry
 from distributed_ac.models import spec as parts
-from distributed_ac.models.cnn import CNNEncoder
-from distributed_ac.models.cores import RecurrentCore
-from distributed_ac.models.heads import MASKED_LOGIT, ValueHead, action_head
-from distributed_ac.models.mixed import MixedEncoder
-from distributed_ac.models.mlp import MLPEncoder
+from distributed_ac.models.heads import MASKED_LOGIT, ValueHead
 from distributed_ac.models.spec import IMAGE, VECTOR, ModelSpec
 
 VALUE_BLOCK = 1024  # rows per block of Policy.value
-
-
-def numpy_encoder(spec: ModelSpec):
-    if spec.mixed:
-        return MixedEncoder(spec.encoder, spec.activation)
-    return MLPEncoder(spec.activation) if spec.encoder == "mlp" else CNNEncoder(spec.encoder)
 
 
 class Policy:
@@ -41,10 +33,11 @@ class Policy:
 
     def __init__(self, space: EnvSpace, spec: ModelSpec):
         self.space, self.spec = space, spec
-        self.encoder, self.head = numpy_encoder(spec), action_head(spec, space)
-        self.target_encoder, self.value_head = numpy_encoder(spec), ValueHead()
-        self.cores = ({parts.ACTOR_CORE: RecurrentCore(spec.core, spec.core_size),
-                       parts.TARGET_CORE: RecurrentCore(spec.core, spec.core_size)}
+        self.encoder = registry.numpy_encoder(spec)
+        self.head = registry.numpy_head(spec, space)
+        self.target_encoder, self.value_head = registry.numpy_encoder(spec), ValueHead()
+        self.cores = ({parts.ACTOR_CORE: registry.numpy_core(spec),
+                       parts.TARGET_CORE: registry.numpy_core(spec)}
                       if spec.recurrent else {})
         self.state: dict[str, tuple] = {}
         self.weights: Weights | None = None

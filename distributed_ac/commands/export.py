@@ -34,6 +34,11 @@ policy acts with `deterministic=True`. Observations go in raw: a run trained wit
 normalize_obs has its statistics baked in. The networks are saved as plain variables with
 a tf.function forward pass, so serving depends on nothing but TensorFlow; the same two
 functions are the SavedModel's signatures `serving_default` (action) and `value`.
+
+Each part's forward pass is the plain-TF function its Keras layer's call() runs on the
+learner, of the kind models/registry.py picks for the run (as it does for the learner
+and the workers), here over the copied arrays; the observations reach the encoder as
+the learner's own (learning/inputs.py) and the action is networks.greedy_action's.
 """
 
 from __future__ import annotations
@@ -44,29 +49,19 @@ import tensorflow as tf
 
 from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.vector import EnvSpace
-from distributed_ac.learning.distributions import squash_to_box
-from distributed_ac.learning.networks import normalize_tf
-from distributed_ac.models import keras_cnn, keras_cores, keras_heads, keras_mixed, keras_mlp
-from distributed_ac.models.cnn import bundle_size
-from distributed_ac.models.heads import MASKED_LOGIT
-from distributed_ac.models.cores import state_size
+from distributed_ac.learning import inputs
+from distributed_ac.learning.networks import greedy_action
+from distributed_ac.learning.normalizers import normalize_tf
+from distributed_ac.models import registry
 from distributed_ac.models import spec as names
-from distributed_ac.models.spec import ModelSpec
+from distributed_ac.models.cores import state_size
+from distributed_ac.models.keras_heads import tf_linear
 
 
 def _copy(nets, part_names) -> dict[str, list]:
     """Each part's arrays as new, untrainable variables: the SavedModel holds no Keras object."""
     return {n: [tf.Variable(v.numpy(), trainable=False) for v in vs]
             for n, vs in nets.bundle(part_names).items()}
-
-
-def _encoder_tf(spec: ModelSpec, arrays: list, x):
-    if spec.mixed:
-        return keras_mixed.tf_forward(spec.encoder, arrays, x, spec.activation,
-                                      bundle_size(spec.encoder))
-    if spec.encoder == "mlp":
-        return keras_mlp.tf_forward(arrays, x, spec.activation)
-    return keras_cnn.tf_forward(spec.encoder, arrays, x)
 
 
 class PolicyModule(tf.Module):
@@ -76,6 +71,9 @@ class PolicyModule(tf.Module):
         super().__init__(name="policy")
         self.spec, self._space = nets.spec, space
         recurrent = self.spec.recurrent
+        self._encode = registry.keras_module(registry.encoder_of(self.spec)).forward_of(self.spec)
+        self._step = (registry.keras_module(registry.core_of(self.spec)).step_of(self.spec)
+                      if recurrent else None)
         core = (names.ACTOR_CORE,) if recurrent else ()
         self.actor_parts = _copy(nets, (names.ACTOR_ENCODER, *core, names.ACTOR_HEAD))
         # the shared topology's critic reads the actor's encoder (and core): one copy of it
@@ -108,44 +106,32 @@ class PolicyModule(tf.Module):
         self.value = tf.function(self._value, input_signature=[obs, *state])
 
     def _input(self, obs):
-        space = self._space
-        x = _as_vector_tf(obs, space.obs_entries) if space.obs_entries else obs
-        x = x if self._norm is None else normalize_tf(x, *self._norm)
-        return {names.IMAGE: obs[str(space.obs_key)], names.VECTOR: x} if space.mixed else x
+        """The served observations as the encoders read them: the entries as a batch holds
+        them, then normalised and arranged as the learner's step does."""
+        norm = None if self._norm is None else (lambda x: normalize_tf(x, *self._norm))
+        return inputs.network_obs(self._space, norm, _batch_form(obs, self._space))
 
     def _features(self, parts: dict, network: str, obs, state):
-        x = _encoder_tf(self.spec, parts[f"{network}.encoder"], self._input(obs))
+        x = self._encode(parts[f"{network}.encoder"], self._input(obs))
         if state is None:
             return x, None
         k = state_size(self.spec.core)
-        x, new = keras_cores.tf_step(self.spec.core, parts[f"{network}.core"], x,
-                                     tuple(tf.split(state, k, axis=-1)))
+        x, new = self._step(parts[f"{network}.core"], x, tuple(tf.split(state, k, axis=-1)))
         return x, tf.concat(new, axis=-1)
 
     def _action(self, obs, *rest):
         """obs[, action_mask][, state] -> action[, state]."""
-        s = self._space
         state = rest[-1] if self.spec.recurrent else None
-        p = self.actor_parts
-        features, state = self._features(p, "actor", obs, state)
-        out = keras_heads.tf_linear(p[names.ACTOR_HEAD], features)
-        if s.mask_size:
-            out = tf.where(rest[0] > 0, out, MASKED_LOGIT)
-        if s.multi_discrete:
-            action = tf.stack([tf.argmax(z, axis=-1, output_type=tf.int32)
-                               for z in tf.split(out, list(s.action_nvec), axis=-1)], axis=-1)
-            action = action + tf.constant(s.action_starts, tf.int32)
-        elif s.discrete:
-            action = tf.argmax(out, axis=-1) + s.action_start
-        else:
-            action = squash_to_box(out, tf.constant(s.action_low, tf.float32),
-                                   tf.constant(s.action_high, tf.float32))
+        features, state = self._features(self.actor_parts, "actor", obs, state)
+        out = tf_linear(self.actor_parts[names.ACTOR_HEAD], features)
+        legal = rest[0] > 0 if self._space.mask_size else None
+        action = greedy_action(self.spec, self._space, out, legal)
         return action if state is None else (action, state)
 
     def _value(self, obs, state=None):
         p = self.critic_parts
         features, state = self._features(p, "critic", obs, state)
-        value = keras_heads.tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
+        value = tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
         return value if state is None else (value, state)
 
 
@@ -183,6 +169,15 @@ def _as_vector_tf(obs, entries):
     if entries[0].key is None:
         return _entry_tf(obs, entries[0])
     return tf.concat([_entry_tf(obs[e.name], e) for e in entries], axis=1)
+
+
+def _batch_form(obs, space: EnvSpace):
+    """Served observations as a Batch holds them (EnvSpace.obs_arrays): a mixed one's image
+    and each vector entry as floats, keyed as there; other entries as one vector."""
+    if space.mixed:
+        return {str(space.obs_key): obs[str(space.obs_key)],
+                **{e.name: _entry_tf(obs[e.name], e) for e in space.obs_entries}}
+    return _as_vector_tf(obs, space.obs_entries) if space.obs_entries else obs
 
 
 def export(run_dir: str | Path, out: str | Path, best: bool = False) -> dict:

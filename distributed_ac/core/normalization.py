@@ -20,7 +20,7 @@ normalise with the same numbers for a given policy version.
   and the optimal policy stay as they were).
 
 This module is NumPy only (workers import it); the learner's float64 tf.Variables that
-hold the running moments are networks.RunningMoments.
+hold the running moments are learning/normalizers.py's RunningMoments.
 """
 
 from __future__ import annotations
@@ -58,5 +58,5 @@ def merge_all(stats: list[np.ndarray]) -> np.ndarray:
 
 
 def normalize_np(obs: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, clip: float) -> np.ndarray:
-    """The NumPy twin of ObsNormalizer.__call__ (float32 in, float32 out)."""
+    """The NumPy twin of learning/normalizers.ObsNormalizer.__call__ (float32 in, float32 out)."""
     return np.clip((obs - mean) * inv_std, -clip, clip, dtype=np.float32)

@@ -1,5 +1,6 @@
 """The actor, the critic V and its exact copy V_target, assembled from the model's named
-parts (models/spec.py): an encoder and a head each, as Keras layers. No losses here.
+parts (models/spec.py): an encoder and a head each, as Keras layers of the kinds the
+part registry (models/registry.py) picks for the spec. No losses here.
 
 Two topologies:
 - separate: actor and critic have encoders of their own (no variable in common);
@@ -8,7 +9,8 @@ Two topologies:
 
 V_target always has its own variables (its own encoder too): it is V, frozen between
 syncs. With normalize_obs, all three read observations through one ObsNormalizer (the
-running statistics; the Keras models themselves take normalised input).
+running statistics, learning/normalizers.py; the Keras models themselves take
+normalised input).
 """
 
 from __future__ import annotations
@@ -17,73 +19,17 @@ import dataclasses
 from typing import NamedTuple
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from distributed_ac.core import normalization
 from distributed_ac.envs.vector import EnvSpace
-from distributed_ac.models import keras_cnn
+from distributed_ac.learning import distributions
+from distributed_ac.learning.normalizers import ObsNormalizer
+# RunningMoments is named here too, where learner.py imports it from
+from distributed_ac.learning.normalizers import RunningMoments  # noqa: F401
+from distributed_ac.models import registry
 from distributed_ac.models import spec as names
-from distributed_ac.models.keras_cores import RecurrentCore
-from distributed_ac.models.keras_heads import DenseHead, LogStd
-from distributed_ac.models.keras_mixed import MixedEncoder
-from distributed_ac.models.keras_mlp import MLPEncoder
+from distributed_ac.models.keras_heads import DenseHead, LogStd, masked
 from distributed_ac.models.spec import ModelSpec
-
-
-class RunningMoments(tf.Module):
-    """count, mean and var of a stream of [B, dim] samples, as float64 tf.Variables
-    (checkpointed with the networks). Starts at mean 0, var 1 and count 0: normalising
-    before any data changes nothing."""
-
-    def __init__(self, dim: int, name: str):
-        super().__init__(name=name)
-        f64 = tf.float64
-        self.count = tf.Variable(tf.zeros([], f64), trainable=False, name="count")
-        self.mean = tf.Variable(tf.zeros([dim], f64), trainable=False, name="mean")
-        self.var = tf.Variable(tf.ones([dim], f64), trainable=False, name="var")
-
-    def merge(self, n_b, mean_b, var_b) -> None:
-        """Fold a batch's moments in (graph ops; a batch of count 0 changes nothing)."""
-        n_b, mean_b, var_b = (tf.cast(t, tf.float64) for t in (n_b, mean_b, var_b))
-        n, mean, var = normalization.chan_merge(self.count, self.mean, self.var, n_b, mean_b, var_b)
-        keep = n_b > 0
-        self.count.assign(tf.where(keep, n, self.count))
-        self.mean.assign(tf.where(keep, mean, self.mean))
-        self.var.assign(tf.where(keep, var, self.var))
-
-    def merge_samples(self, x, keep=None) -> None:
-        """Fold in the moments of x [B, dim], of its rows where `keep` [B] is true if given."""
-        if keep is not None:
-            x = tf.boolean_mask(x, keep)
-        x = tf.cast(x, tf.float64)
-        n = tf.cast(tf.shape(x)[0], tf.float64)
-        mean, var = tf.nn.moments(x, axes=[0])  # NaN for no rows: merge() ignores count 0
-        self.merge(n, tf.where(n > 0, mean, 0.0), tf.where(n > 0, var, 1.0))
-
-    def inv_std(self):
-        return tf.cast(tf.math.rsqrt(self.var + normalization.EPS), tf.float32)
-
-
-def normalize_tf(obs, mean, inv_std, clip: float):
-    """clip((obs - mean) * inv_std, -clip, clip): core.normalization.normalize_np in TF."""
-    return tf.clip_by_value((obs - mean) * inv_std, -clip, clip)
-
-
-class ObsNormalizer(RunningMoments):
-    """The observation statistics and their use (normalization.py says how and why)."""
-
-    def __init__(self, dim: int, clip: float):
-        super().__init__(dim, name="obs_norm")
-        self.clip = clip
-
-    def __call__(self, obs):
-        return normalize_tf(obs, tf.cast(self.mean, tf.float32), self.inv_std(), self.clip)
-
-    def numpy_params(self) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, 1 / std) as float32, what the NumPy policy and an export apply."""
-        return (self.mean.numpy().astype(np.float32),
-                (1.0 / np.sqrt(self.var.numpy() + normalization.EPS)).astype(np.float32))
 
 
 class Sequence(NamedTuple):
@@ -192,12 +138,7 @@ class Networks:
 
 
 def _encoder(spec: ModelSpec, prefix: str, seed: int):
-    if spec.mixed:
-        return MixedEncoder(spec.encoder, spec.hidden_sizes, spec.activation, seed, prefix,
-                            spec.cnn_precision, name=f"{prefix}_mixed")
-    if spec.encoder == "mlp":
-        return MLPEncoder(spec.hidden_sizes, spec.activation, seed, prefix, name=f"{prefix}_mlp")
-    return keras_cnn.make_torso(spec.encoder, f"{prefix}_{spec.encoder}", seed, spec.cnn_precision)
+    return registry.keras_module(registry.encoder_of(spec)).from_spec(spec, prefix, seed)
 
 
 def network_input(space: EnvSpace, make):
@@ -242,12 +183,11 @@ class PartsOf(tf.Module):
 def _recurrent_models(spec: ModelSpec, space: EnvSpace, parts: dict, s: int) -> tuple:
     """The cores (the shared topology's one core too), every part built, and each
     network's parts as a PartsOf."""
-    core = lambda prefix, seed: RecurrentCore(spec.core, spec.core_size, seed,  # noqa: E731
-                                              name=f"{prefix}_{spec.core}")
-    parts[names.CRITIC_CORE] = core("trunk" if spec.shared else "critic", s + 600)
+    cores = registry.keras_module(registry.core_of(spec))
+    parts[names.CRITIC_CORE] = cores.from_spec(spec, "trunk" if spec.shared else "critic", s + 600)
     parts[names.ACTOR_CORE] = (parts[names.CRITIC_CORE] if spec.shared
-                               else core("actor", s + 700))
-    parts[names.TARGET_CORE] = core("target", s + 800)
+                               else cores.from_spec(spec, "actor", s + 700))
+    parts[names.TARGET_CORE] = cores.from_spec(spec, "target", s + 800)
     one = network_input(space, lambda shape, dtype, _: tf.zeros([1, *shape], dtype))
     for network in ("actor", "critic", "v_target"):
         width = parts[f"{network}.encoder"](one).shape[-1]  # builds the encoder
@@ -269,7 +209,7 @@ def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
              names.CRITIC_HEAD: DenseHead(1, "v_head", 1.0, s + 300),
              names.TARGET_ENCODER: _encoder(spec, "target", s + 400),
              names.TARGET_HEAD: DenseHead(1, "target_v_head", 1.0, s + 500)}
-    if spec.head == "tanh_gaussian":
+    if registry.head_of(spec).log_std:
         parts[names.LOG_STD] = LogStd(spec.num_actions, spec.log_std_init, name="log_std")
     if spec.recurrent:
         actor, critic, v_target = _recurrent_models(spec, space, parts, s)
@@ -313,3 +253,20 @@ def checkpoint_objects(nets: Networks) -> dict:
     norm = {"obs_norm": nets.obs_norm} if nets.obs_norm is not None else {}
     return {"actor": nets.actor, "critic": nets.critic, "v_target": nets.v_target,
             "model_layout": tf.Variable(MODEL_LAYOUT, trainable=False), **norm}
+
+
+def greedy_action(spec: ModelSpec, space: EnvSpace, out, legal=None):
+    """The deterministic action for the actor's output `out` [B, K] (logits, or the
+    Gaussian's mean of u), as the workers' heads act with deterministic=True: each
+    categorical's argmax (masked where `legal` [B, K] is false, as the learner's log-probs
+    mask) plus its space's start, or the mean squashed into the Box."""
+    if legal is not None:
+        out = masked(out, legal)
+    if spec.head == "multi_categorical":
+        action = tf.stack([tf.argmax(z, axis=-1, output_type=tf.int32)
+                           for z in tf.split(out, list(space.action_nvec), axis=-1)], axis=-1)
+        return action + tf.constant(space.action_starts, tf.int32)
+    if spec.head == "categorical":
+        return tf.argmax(out, axis=-1) + space.action_start
+    return distributions.squash_to_box(out, tf.constant(space.action_low, tf.float32),
+                                       tf.constant(space.action_high, tf.float32))

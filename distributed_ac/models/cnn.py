@@ -39,6 +39,15 @@ def bundle_size(kind: str) -> int:
     raise ValueError(f"unknown torso '{kind}'")
 
 
+def min_side(kind: str) -> int:
+    """The smallest image side a torso's strides leave at least 1 x 1 of (valid
+    convolutions, from the output back); IMPALA's 'same' convolutions and pools take any."""
+    side = 1
+    for _, k, s in reversed(CONV_STACKS[kind][0] if kind in CONV_STACKS else ()):
+        side = (side - 1) * s + k
+    return side
+
+
 class Conv:
     """One convolution (square kernel) as im2col + matmul; 'same' pads by k // 2 (TF's
     SAME for odd kernels at stride 1, which is the only way IMPALA uses it)."""
@@ -150,6 +159,10 @@ class CNNEncoder:
     def __init__(self, kind: str):
         self.kind = kind
         self.torso: NumpyTorso | None = None
+
+    @classmethod
+    def of(cls, spec) -> "CNNEncoder":
+        return cls(spec.encoder)
 
     def load(self, arrays: list[np.ndarray]) -> None:
         self.torso = NumpyTorso(self.kind, arrays)

@@ -35,6 +35,10 @@ class RecurrentCore:
         self.kind, self.units = kind, units
         self.kernel = self.recurrent = self.bias = None
 
+    @classmethod
+    def of(cls, spec) -> "RecurrentCore":
+        return cls(spec.core, spec.core_size)
+
     def load(self, arrays: list[np.ndarray]) -> None:
         self.kernel, self.recurrent, self.bias = (np.asarray(a, np.float32) for a in arrays)
 

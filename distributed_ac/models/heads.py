@@ -57,6 +57,10 @@ class CategoricalHead:
         self.dense = Dense("linear", last_linear=True)
         self.action_start = action_start
 
+    @classmethod
+    def of(cls, space) -> "CategoricalHead":
+        return cls(space.action_start)
+
     def load(self, parts: dict, prefix: str) -> None:
         self.dense.load(parts[f"{prefix}.head"])
 
@@ -82,6 +86,10 @@ class MultiCategoricalHead(CategoricalHead):
         self.mask_bounds = self.bounds[:-1]
         self.starts = np.asarray(starts, np.int32)
 
+    @classmethod
+    def of(cls, space) -> "MultiCategoricalHead":
+        return cls(space.action_nvec, space.action_starts)
+
     def sample(self, logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,
                noise: np.ndarray | None = None):
         """(stored [B, components] int32, log pi [B] float32, the components' sum)."""
@@ -106,6 +114,10 @@ class TanhGaussianHead:
         self.half_range = (np.asarray(high, np.float32) - self.low) / 2
         self.log_half_range = np.log(self.half_range).sum(dtype=np.float32)
         self.log_std = np.zeros(0, np.float32)
+
+    @classmethod
+    def of(cls, space) -> "TanhGaussianHead":
+        return cls(space.action_low, space.action_high)
 
     def load(self, parts: dict, prefix: str) -> None:
         self.dense.load(parts[f"{prefix}.head"])
@@ -142,12 +154,3 @@ class ValueHead:
     def __call__(self, features: np.ndarray) -> np.ndarray:
         """V [B] (a reused buffer's column)."""
         return self.dense(features)[:, 0]
-
-
-def action_head(spec, space):
-    """The NumPy head for a ModelSpec's action head."""
-    if spec.head == "multi_categorical":
-        return MultiCategoricalHead(space.action_nvec, space.action_starts)
-    if spec.head == "categorical":
-        return CategoricalHead(space.action_start)
-    return TanhGaussianHead(space.action_low, space.action_high)

@@ -1,5 +1,7 @@
-"""CNN torsos for image observations: Keras layers for the learner, and a plain-TF twin
-over a flat parameter list for the exported SavedModel. (cnn.py is the workers'.)
+"""CNN torsos for image observations on the TensorFlow side: each torso's forward pass in
+plain TF ops over its bundle arrays (`tf_forward`), which the Keras layer's call() runs over
+its variables for the learner and an exported SavedModel over its copied arrays. (cnn.py
+is the workers' NumPy twin.)
 
 - Nature CNN (Mnih et al. 2015, cleanRL's ppo_atari): conv 32 8x8 stride 4, conv 64
   4x4 stride 2, conv 64 3x3 stride 1 (valid padding), flatten, dense 512, ReLU after each.
@@ -12,7 +14,9 @@ over a flat parameter list for the exported SavedModel. (cnn.py is the workers'.
 
 A torso is one Keras layer, so an encoder part (learning/networks.py) is one layer and the shared
 topology shares the very same torso object. uint8 images become float x/255 here, inside
-the graph: everything before it (env, Batch, object store) moves bytes.
+the graph: everything before it (env, Batch, object store) moves bytes. The Keras Conv2D
+and Dense sublayers hold the variables (the checkpoint's layout) and the cnn_precision
+dtype policy; the forward pass computes in that policy's dtype, as those layers did.
 
 `bundle_variables` fixes the order a torso's arrays take in a Weights bundle, which
 cnn.py and `tf_forward` read back: each conv's kernel [kh, kw, C_in, C_out] and
@@ -36,6 +40,7 @@ from distributed_ac.models.cnn import (
     IMPALA_DENSE,
     UINT8_SCALE,
 )
+from distributed_ac.models.keras_mlp import add_bias, dense
 
 
 def _orthogonal(seed: int):
@@ -72,27 +77,32 @@ def scaled(x):
 
 class ConvStackTorso(keras.layers.Layer):
     """Valid convolutions (`convs`: (filters, kernel, stride) each), each with ReLU, then
-    flatten and a dense layer of `dense` units with ReLU: nature and small (CONV_STACKS)."""
+    flatten and a dense layer of `units` with ReLU: nature and small (CONV_STACKS)."""
 
-    def __init__(self, seed: int, convs: tuple, dense: int, **kwargs):
+    def __init__(self, seed: int, kind: str, **kwargs):
         super().__init__(**kwargs)
+        self.kind = kind
+        convs, units = CONV_STACKS[kind]
         dt = self.dtype_policy
         self._convs = _track(self, "conv", [
             _conv(f, k, s, "valid", "relu", f"conv{i}", seed + i, dt)
             for i, (f, k, s) in enumerate(convs)])
         self.flatten = keras.layers.Flatten(dtype=dt)
-        self.dense = keras.layers.Dense(dense, activation="relu", name="dense", dtype=dt,
+        self.dense = keras.layers.Dense(units, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 10))
 
     @property
     def convs(self) -> list:
         return [getattr(self, name) for name in self._convs]
 
-    def call(self, x):
-        x = scaled(x)
+    def build(self, input_shape):
         for conv in self.convs:
-            x = conv(x)
-        return self.dense(self.flatten(x))
+            conv.build(input_shape)
+            input_shape = conv.compute_output_shape(input_shape)
+        self.dense.build(self.flatten.compute_output_shape(input_shape))
+
+    def call(self, x):
+        return tf_forward(self.kind, self.bundle_variables, x, self.compute_dtype)
 
     @property
     def bundle_variables(self) -> list:
@@ -100,14 +110,16 @@ class ConvStackTorso(keras.layers.Layer):
 
 
 class ResidualBlock(keras.layers.Layer):
+    """A residual block's two convolutions (ImpalaTorso's call computes the block)."""
+
     def __init__(self, channels: int, seed: int, **kwargs):
         super().__init__(**kwargs)
         self.conv0 = _conv(channels, 3, 1, "same", None, "conv0", seed, self.dtype_policy)
         self.conv1 = _conv(channels, 3, 1, "same", None, "conv1", seed + 1, self.dtype_policy)
 
-    def call(self, x):
-        y = self.conv0(tf.nn.relu(x))
-        return x + self.conv1(tf.nn.relu(y))
+    def build(self, input_shape):
+        self.conv0.build(input_shape)
+        self.conv1.build(input_shape)
 
     @property
     def bundle_variables(self) -> list:
@@ -115,7 +127,7 @@ class ResidualBlock(keras.layers.Layer):
 
 
 class ImpalaTorso(keras.layers.Layer):
-    def __init__(self, seed: int, **kwargs):
+    def __init__(self, seed: int, kind: str = "impala", **kwargs):
         super().__init__(**kwargs)
         dt = self.dtype_policy
         self._convs = _track(self, "conv", [_conv(ch, 3, 1, "same", None, f"conv{i}", seed + 10 * i,
@@ -129,13 +141,16 @@ class ImpalaTorso(keras.layers.Layer):
         self.dense = keras.layers.Dense(IMPALA_DENSE, activation="relu", name="dense", dtype=dt,
                                         kernel_initializer=_orthogonal(seed + 100))
 
-    def call(self, x):
-        x = scaled(x)
+    def build(self, input_shape):
         for i, conv in enumerate(self.convs):
-            x = self.pool(conv(x))
+            conv.build(input_shape)
+            input_shape = self.pool.compute_output_shape(conv.compute_output_shape(input_shape))
             for block in self._stack_blocks(i):
-                x = block(x)
-        return self.dense(tf.nn.relu(self.flatten(x)))
+                block.build(input_shape)
+        self.dense.build(self.flatten.compute_output_shape(input_shape))
+
+    def call(self, x):
+        return tf_forward("impala", self.bundle_variables, x, self.compute_dtype)
 
     @property
     def convs(self) -> list:
@@ -155,33 +170,53 @@ class ImpalaTorso(keras.layers.Layer):
         return out + [self.dense.kernel, self.dense.bias]
 
 
-TORSOS = {**{kind: functools.partial(ConvStackTorso, convs=convs, dense=dense)
-             for kind, (convs, dense) in CONV_STACKS.items()},
-          "impala": ImpalaTorso}
+TORSOS = {**{kind: ConvStackTorso for kind in CONV_STACKS}, "impala": ImpalaTorso}
 
 
 def make_torso(kind: str, name: str, seed: int, precision: str = "float32") -> keras.layers.Layer:
-    return TORSOS[kind](seed, name=name, dtype=POLICIES[precision])
+    return TORSOS[kind](seed, kind=kind, name=name, dtype=POLICIES[precision])
+
+
+def from_spec(spec, prefix: str, seed: int) -> keras.layers.Layer:
+    """The spec's torso (its kind and cnn_precision) for the learner."""
+    return make_torso(spec.encoder, f"{prefix}_{spec.encoder}", seed, spec.cnn_precision)
+
+
+def forward_of(spec):
+    """What an export runs: tf_forward over copied arrays, in float32 (as the workers'
+    NumPy twin computes, whatever cnn_precision the learner trained in)."""
+    return functools.partial(tf_forward, spec.encoder)
 
 
 def _conv_tf(x, kernel, bias, stride: int, padding: str):
-    return tf.nn.conv2d(x, kernel, stride, padding) + bias
+    """Keras' Conv2D without its activation: the convolution, then its bias."""
+    return add_bias(tf.nn.convolution(x, kernel, stride, padding), bias)
 
 
-def tf_forward(kind: str, params: list, x):
-    """The torso in plain TF ops over its bundle arrays (variables or tensors): what an
-    exported SavedModel runs, with no Keras object in it."""
-    x = scaled(x)
-    it = iter(params)
+def _flatten(x):
+    """[B, H, W, C] -> [B, H * W * C], NHWC order, as Keras' Flatten (and cnn.py) lay it out."""
+    return tf.reshape(x, [tf.shape(x)[0], x.shape[1] * x.shape[2] * x.shape[3]])
+
+
+def _impala_stacks(arrays, x):
+    for _ in IMPALA_CHANNELS:
+        x = tf.nn.max_pool2d(_conv_tf(x, next(arrays), next(arrays), 1, "SAME"), 3, 2, "SAME")
+        for _ in range(IMPALA_BLOCKS):
+            y = _conv_tf(tf.nn.relu(x), next(arrays), next(arrays), 1, "SAME")
+            x = x + _conv_tf(tf.nn.relu(y), next(arrays), next(arrays), 1, "SAME")
+    return x
+
+
+def tf_forward(kind: str, params: list, x, dtype=tf.float32):
+    """The torso over its bundle arrays (variables or tensors): [B, H, W, C] uint8 or float
+    images -> [B, features], computed in `dtype` (bfloat16: a mixed-precision learner's;
+    the arrays are cast to it as Keras autocasts its layers' variables)."""
+    x = tf.cast(scaled(x), dtype)
+    arrays = (tf.cast(p, dtype) for p in params)
     if kind in CONV_STACKS:
         for _, _, stride in CONV_STACKS[kind][0]:
-            x = tf.nn.relu(_conv_tf(x, next(it), next(it), stride, "VALID"))
+            x = tf.nn.relu(_conv_tf(x, next(arrays), next(arrays), stride, "VALID"))
+        x = _flatten(x)
     else:
-        for _ in IMPALA_CHANNELS:
-            x = tf.nn.max_pool2d(_conv_tf(x, next(it), next(it), 1, "SAME"), 3, 2, "SAME")
-            for _ in range(IMPALA_BLOCKS):
-                y = _conv_tf(tf.nn.relu(x), next(it), next(it), 1, "SAME")
-                x = x + _conv_tf(tf.nn.relu(y), next(it), next(it), 1, "SAME")
-        x = tf.nn.relu(x)
-    x = tf.reshape(x, [tf.shape(x)[0], -1])
-    return tf.nn.relu(tf.matmul(x, next(it)) + next(it))
+        x = tf.nn.relu(_flatten(_impala_stacks(arrays, x)))
+    return tf.nn.relu(dense(x, next(arrays), next(arrays)))

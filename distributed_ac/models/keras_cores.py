@@ -1,13 +1,18 @@
-"""The recurrent cores for the learner (Keras): an LSTM or a GRU cell unrolled over a
+"""The recurrent cores on the TensorFlow side: an LSTM or a GRU cell unrolled over a
 rollout's T steps from the batch's stored state, zeroing each sub-env's state at the
 first step of every episode, with back-propagation through time. cores.py is the
-workers' NumPy twin (the equations are there); `tf_step` is the export's plain-TF form.
+workers' NumPy twin (the equations are there).
 
-The LSTM unrolls through one fused kernel (fused_lstm.py); the GRU, and the LSTM with
-fused=False (the form the fused one is tested against), step by step in TF ops.
+`tf_step` is the cell in plain TF ops over the core's arrays: what the Keras layer's
+step-by-step unroll runs over its variables and an export runs over its copied arrays.
+The LSTM's unroll on the learner takes one fused kernel instead (fused_lstm.py, the same
+cell, tested against the step-by-step form); the GRU, and the LSTM with fused=False, step
+by tf_step.
 """
 
 from __future__ import annotations
+
+import functools
 
 import keras
 import tensorflow as tf
@@ -108,3 +113,13 @@ def tf_step(kind: str, arrays, x, state):
     z, r = tf.sigmoid(a_z + u_z), tf.sigmoid(a_r + u_r)
     h = z * h + (1.0 - z) * tf.tanh(a_n + r * u_n)
     return h, (h,)
+
+
+def from_spec(spec, prefix: str, seed: int) -> RecurrentCore:
+    """The spec's core (its kind and core_size) for the learner."""
+    return RecurrentCore(spec.core, spec.core_size, seed, name=f"{prefix}_{spec.core}")
+
+
+def step_of(spec):
+    """What an export runs: one tf_step of the spec's cell, (arrays, x, state) -> (out, state)."""
+    return functools.partial(tf_step, spec.core)

@@ -1,10 +1,15 @@
-"""The heads for the learner (Keras): a linear Dense for logits, a Gaussian's mean or a
-value, and the Gaussian's state-independent log_std. heads.py is their NumPy twin."""
+"""The heads on the TensorFlow side: a linear layer for logits, a Gaussian's mean or a value
+(`tf_linear`, which DenseHead's call() runs over its variables and an export over its
+copied arrays), and the Gaussian's state-independent log_std. heads.py is their NumPy twin;
+learning/distributions.py scores their outputs."""
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
+
+from distributed_ac.models.heads import MASKED_LOGIT
+from distributed_ac.models.keras_mlp import dense
 
 
 class DenseHead(keras.layers.Dense):
@@ -15,6 +20,9 @@ class DenseHead(keras.layers.Dense):
         super().__init__(units, activation=None, name=name,
                          kernel_initializer=keras.initializers.Orthogonal(gain=gain, seed=seed),
                          **kwargs)
+
+    def call(self, x):
+        return tf_linear(self.bundle_variables, x)
 
     @property
     def bundle_variables(self) -> list:
@@ -42,5 +50,11 @@ class LogStd(keras.layers.Layer):
 
 
 def tf_linear(arrays: list, x):
-    """A head in plain TF ops over its [kernel, bias]."""
-    return tf.matmul(x, arrays[0]) + arrays[1]
+    """A head over its [kernel, bias]: x @ kernel + bias."""
+    return dense(x, *arrays)
+
+
+def masked(logits, legal):
+    """Logits with each not-allowed action's set to MASKED_LOGIT (heads.py says why not
+    -inf): probability exactly 0 in a softmax, an argmax's last choice."""
+    return tf.where(legal, logits, MASKED_LOGIT)

@@ -9,13 +9,21 @@ import numpy as np
 
 from distributed_ac.models.cnn import CNNEncoder, bundle_size
 from distributed_ac.models.mlp import MLPEncoder
-from distributed_ac.models.spec import IMAGE, VECTOR
+
+# a mixed observation as the encoders read it: the image, and the vector entries
+# concatenated (and normalised with normalize_obs); spec.py names them for everyone
+IMAGE, VECTOR = "image", "vector"
 
 
 class MixedEncoder:
     def __init__(self, kind: str, activation: str):
         self.kind = kind
         self.cnn, self.mlp = CNNEncoder(kind), MLPEncoder(activation)
+
+    @classmethod
+    def of(cls, spec) -> "MixedEncoder":
+        """The spec's torso (`encoder`) on the image, an MLP on the vector entries."""
+        return cls(spec.encoder, spec.activation)
 
     def load(self, arrays: list[np.ndarray]) -> None:
         k = bundle_size(self.kind)

@@ -93,3 +93,7 @@ class MLPEncoder(Dense):
 
     def __init__(self, activation: str):
         super().__init__(activation, last_linear=False)
+
+    @classmethod
+    def of(cls, spec) -> "MLPEncoder":
+        return cls(spec.activation)

@@ -9,8 +9,8 @@ env's spaces (so an encoder that cannot read the observations is refused here).
 
 A Weights bundle carries each part's arrays under its name (PARTS below), in the
 order the part's `bundle_variables` give on the Keras side; the NumPy twins read them
-back by name. A new part kind touches one NumPy module here and one Keras module beside
-it (keras_*.py).
+back by name. Which kinds of part exist, and what each needs of the observations, is
+registry.py's table; a new kind is an entry there with its NumPy twin and its TF module.
 """
 
 from __future__ import annotations
@@ -19,27 +19,28 @@ import dataclasses
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
+from distributed_ac.models import registry
+from distributed_ac.models.mixed import IMAGE, VECTOR
 
 ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD = "actor.encoder", "actor.core", "actor.head"
 LOG_STD = "actor.log_std"
 CRITIC_ENCODER, CRITIC_CORE, CRITIC_HEAD = "critic.encoder", "critic.core", "critic.head"
 TARGET_ENCODER, TARGET_CORE, TARGET_HEAD = "v_target.encoder", "v_target.core", "v_target.head"
 OBS_NORM = "obs_norm"
-# a mixed observation as the encoders read it: the image, and the vector entries
-# concatenated (and normalised with normalize_obs)
-IMAGE, VECTOR = "image", "vector"
+# IMAGE, VECTOR (imported above): a mixed observation as the encoders read it, the image
+# and the vector entries concatenated (and normalised with normalize_obs)
 ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD, LOG_STD)  # what workers act with
 TARGET_PARTS = (TARGET_ENCODER, TARGET_CORE, TARGET_HEAD)  # what workers bootstrap with
 
-NATURE_MIN_PX = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave 1x1 of a 36x36 image
-SMALL_MIN_PX = 3  # small's one 3x3/1 valid convolution leaves 1x1 of a 3x3 image
+NATURE_MIN_PX = registry.ENCODERS["nature"].min_side  # 8x8/4, 4x4/2, 3x3/1 leave 1x1 of 36x36
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     encoder: str
-    """mlp (vectors), nature (images of at least 36x36), small (MinAtar's CNN, images of
-    at least 3x3; what torso auto picks under 36x36) or impala (images of any size)."""
+    """mlp or mlp_ln (vectors), nature (images of at least 36x36), small (MinAtar's CNN,
+    images of at least 3x3; what torso auto picks under 36x36) or impala (images of any
+    size): a name in registry.ENCODERS."""
     hidden_sizes: tuple[int, ...]
     activation: str
     head: str
@@ -78,6 +79,11 @@ class ModelSpec:
         return self.core != "none"
 
     @property
+    def image_encoder(self) -> bool:
+        """A CNN reads (some of) the observations."""
+        return registry.ENCODERS[self.encoder].images
+
+    @property
     def actor_parts(self) -> tuple[str, ...]:
         """The parts a worker acts with, in bundle order."""
         return tuple(p for p in ACTOR_PARTS if (p != ACTOR_CORE or self.recurrent)
@@ -93,7 +99,7 @@ def shared_for(cfg: Config, encoder: str) -> bool:
     """Whether actor and critic share a trunk (topology, auto resolved: shared behind a
     CNN, whose backward pass is most of a learner step, separate behind an MLP)."""
     if cfg.topology == "auto":
-        return encoder != "mlp"
+        return registry.ENCODERS[encoder].images
     return cfg.topology == "shared"
 
 
@@ -111,36 +117,32 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     image = len(obs_shape) == 3
     side = min(obs_shape[:2]) if image else 0
     torso = cfg.torso if cfg.torso != "auto" else _auto_torso(image, side)
+    kind = registry.ENCODERS[torso]
     shape = "x".join(str(d) for d in obs_shape)
-    if image and torso == "mlp":
-        raise ConfigError(f"torso mlp takes vector observations; '{cfg.env}' gives {shape} "
+    if image and not kind.images:
+        raise ConfigError(f"torso {torso} takes vector observations; '{cfg.env}' gives {shape} "
                           f"images (use --torso {_cnns_for(side)})")
-    if not image and torso != "mlp":
+    if not image and kind.images:
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
-    if torso == "mlp" and cfg.cnn_precision != "float32":
+    if not kind.images and cfg.cnn_precision != "float32":
         raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
                           "always computes in float32 (drop --cnn-precision)")
     if image and cfg.normalize_obs is True and not mixed:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")
-    if torso == "nature" and side < NATURE_MIN_PX:
-        raise ConfigError(f"torso nature needs images of at least {NATURE_MIN_PX}x{NATURE_MIN_PX} "
-                          f"pixels; '{cfg.env}' gives {shape} (use --torso {_cnns_for(side)})")
-    if torso == "small" and side < SMALL_MIN_PX:
-        picked = "small" if cfg.torso == "small" else "auto (small under 36x36)"
-        raise ConfigError(f"torso {picked} needs images of at least {SMALL_MIN_PX}x{SMALL_MIN_PX} "
-                          f"pixels; '{cfg.env}' gives {shape} (use --torso {_cnns_for(side)})")
+    if side < kind.min_side:
+        picked = torso if cfg.torso == torso else f"auto ({torso} under 36x36)"
+        raise ConfigError(f"torso {picked} needs images of at least {kind.min_side}x"
+                          f"{kind.min_side} pixels; '{cfg.env}' gives {shape} "
+                          f"(use --torso {_cnns_for(side)})")
     return torso
 
 
 def _auto_core_size(encoder: str, hidden_sizes: tuple[int, ...]) -> int:
-    """core_size auto: 256 behind the large CNNs (their 512 and 256 features), 128 behind
-    the small CNN (its 128), and behind an MLP as wide as its last layer (64 by default):
-    the LSTM's arithmetic, 4 H (F + H) a step, is what a recurrent update costs."""
-    if encoder in ("nature", "impala"):
-        return 256
-    return 128 if encoder == "small" else hidden_sizes[-1]
+    """core_size auto: the encoder kind's (registry.py says why), behind an MLP as wide as
+    its last layer (64 by default)."""
+    return registry.ENCODERS[encoder].core_size or hidden_sizes[-1]
 
 
 def _auto_torso(image: bool, side: int) -> str:
@@ -154,7 +156,7 @@ def _cnns_for(side: int) -> str:
     """The CNN torsos that can read images whose smaller side is `side`, for a refusal."""
     if side >= NATURE_MIN_PX:
         return "nature or impala"
-    return "small or impala" if side >= SMALL_MIN_PX else "impala"
+    return "small or impala" if side >= registry.ENCODERS["small"].min_side else "impala"
 
 
 def obs_normalized(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) -> bool:

@@ -20,7 +20,7 @@ from distributed_ac.core.normalization import (
 )
 from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.learner import Learner
-from distributed_ac.learning.networks import RunningMoments
+from distributed_ac.learning.normalizers import RunningMoments
 from distributed_ac.models.spec import ModelSpec
 
 SCALE = np.array([1000.0, 1.0, 0.001, 50.0], np.float32)  # CartPole's 4 obs, badly scaled

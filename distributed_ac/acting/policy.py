@@ -14,7 +14,7 @@ import numpy as np
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.normalization import normalize_np
 from distributed_ac.core.obs import leading, tree_map
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.models import registry
 from distributed_ac.models import spec as parts
 from distributed_ac.models.heads import MASKED_LOGIT, ValueHead

@@ -48,7 +48,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from distributed_ac.core.errors import UsageError
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import inputs
 from distributed_ac.learning.networks import greedy_action
 from distributed_ac.learning.normalizers import normalize_tf

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import keras
 import tensorflow as tf
 
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import distributions
 from distributed_ac.learning.normalizers import ObsNormalizer
 # RunningMoments is named here too, where learner.py imports it from

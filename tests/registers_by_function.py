@@ -1,5 +1,5 @@
 """A package that registers its env id only when its register_envs() is called, as
-MinAtar's minatar.gym does (tests/test_gym_packages.py); each call appends this
+MinAtar's minatar.gym does (tests/e2e/test_gym_packages.py); each call appends this
 process's pid to the file named by DAC_TEST_PKG_LOG."""
 
 import os

@@ -1,6 +1,6 @@
 """A package that registers its env id on import, as minigrid, shimmy and popgym do
-(tests/test_gym_packages.py). Each import appends this process's pid to the file named
-by DAC_TEST_PKG_LOG, so a test can count the processes that imported it."""
+(tests/e2e/test_gym_packages.py). Each import appends this process's pid to the file
+named by DAC_TEST_PKG_LOG, so a test can count the processes that imported it."""
 
 import os
 

@@ -4,15 +4,14 @@ entropy (over the allowed actions only), in evaluate and in the exported model; 
 step whose mask allows nothing is an env error naming the step; training on the mask
 never takes an illegal action."""
 
-import io
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from batches import policy_of
 from failed_runs import crash_report
+from helpers import dac, python, train_quietly
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
@@ -22,8 +21,6 @@ from distributed_ac.envs.choices import MaskedChoice, MaskedImageMultiChoice
 from distributed_ac.envs.vector import make_vector_env, space_of
 from distributed_ac.models.heads import MultiCategoricalHead
 from distributed_ac.models.spec import ModelSpec
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 MASKED = "distributed_ac.envs.choices:MaskedChoice"
 
@@ -168,8 +165,7 @@ def masked_run(tmp_path_factory):
                      actor_lr=3e-3,
                      critic_lr=3e-3, total_env_steps=16_000, seed=0, ignore_action_mask=ignore)
         path = tmp_path_factory.mktemp("masked") / "run"
-        summary = train(cfg, run_dir=path,
-                        progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
+        summary = train_quietly(cfg, path, every_s=5.0)
         runs[ignore] = (path, summary)
     return runs
 
@@ -177,11 +173,7 @@ def masked_run(tmp_path_factory):
 def illegal_rate(run_dir, episodes: int = 30) -> tuple[float, float]:
     """(illegal actions a step, mean return) of the run's policy sampling on MaskedChoice,
     with the mask applied exactly as the run applied it."""
-    from distributed_ac.commands.evaluate import load_trained
-
-    _, space, learner, _ = load_trained(run_dir)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
+    policy, space, _ = policy_of(run_dir)
     env, rng, total, steps = MaskedChoice(), np.random.default_rng(0), 0.0, 0
     for i in range(episodes):
         obs, _ = env.reset(seed=i)
@@ -209,7 +201,6 @@ def test_training_with_the_mask_never_takes_an_illegal_action_and_nears_the_opti
 def test_the_exported_model_takes_the_mask_and_never_chooses_a_masked_action(masked_run,
                                                                             tmp_path, capsys):
     from distributed_ac.commands import main as cli
-    from distributed_ac.commands.evaluate import load_trained
 
     path, _ = masked_run[False]
     assert cli.main(["export", str(path), "--out", str(tmp_path / "m")]) == 0
@@ -218,16 +209,13 @@ def test_the_exported_model_takes_the_mask_and_never_chooses_a_masked_action(mas
     obs = np.eye(6, dtype=np.float32)[rng.integers(0, 6, 500)]
     legal = random_masks(rng, 500, 6)
     np.savez(tmp_path / "in.npz", obs=obs, mask=legal.astype(np.float32))
-    out = subprocess.run([sys.executable, "-c", SERVE, str(tmp_path / "m"),
-                          str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
-                         capture_output=True, text=True, timeout=120)
+    out = python("-c", SERVE, str(tmp_path / "m"), str(tmp_path / "in.npz"),
+                 str(tmp_path / "out.npz"), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     got = np.load(tmp_path / "out.npz")
     assert legal[np.arange(500), got["action"]].all()
     np.testing.assert_array_equal(got["served"], got["action"])
-    _, space, learner, _ = load_trained(path)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
+    policy, _, _ = policy_of(path)
     _, want, _ = policy.act(obs, rng, deterministic=True, legal=legal)
     np.testing.assert_array_equal(got["action"], want)
     # the masks here are random, not MaskedChoice's (which always allow the target), so
@@ -240,8 +228,7 @@ def test_a_recurrent_masked_policy_trains_with_sequence_minibatches(tmp_path):
     cfg = Config(env=MASKED, serial=True, num_workers=1, num_envs=8, rollout_length=8,
                  hidden_sizes=(16,), core="gru", core_size=16, update_epochs=2,
                  minibatch_size=32, total_env_steps=8 * 8 * 6, seed=0)
-    summary = train(cfg, run_dir=tmp_path / "run",
-                    progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
+    summary = train_quietly(cfg, tmp_path / "run", every_s=5.0)
     assert summary["updates"] == 6 and summary["skipped_updates"] == 0
 
 
@@ -260,13 +247,11 @@ def test_mask_multi_discrete_a_mixed_dict_and_a_core_compose_on_local_ray(
     from distributed_ac.commands import main as cli
 
     run_dir = tmp_path / "run"
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--env", MASKED_MULTI,
-                          "--mode", mode, "--num-workers", "2", "--num-envs", "8",
-                          "--rollout-length", "8", "--core", "gru", "--core-size", "16",
-                          "--hidden-sizes", "16", "--policy-loss", "clip",
-                          "--update-epochs", "2", "--minibatch-size", "32",
-                          "--total-env-steps", str(8 * 8 * 6), "--run-dir", str(run_dir)],
-                         capture_output=True, text=True, timeout=600)
+    out = dac("train", "--env", MASKED_MULTI, "--mode", mode, "--num-workers", "2",
+              "--num-envs", "8", "--rollout-length", "8", "--core", "gru", "--core-size", "16",
+              "--hidden-sizes", "16", "--policy-loss", "clip", "--update-epochs", "2",
+              "--minibatch-size", "32", "--total-env-steps", str(8 * 8 * 6),
+              "--run-dir", str(run_dir), timeout=600)
     assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["updates"] >= 5 and summary["core"] == "gru" and summary["workers"] == 2

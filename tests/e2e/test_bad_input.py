@@ -2,28 +2,18 @@
 line on stderr naming what is wrong, and exit code 2. Table-driven, through the CLI."""
 
 import glob
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-TESTS = os.path.dirname(__file__)
-
-
-def dac(*argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "distributed_ac", *argv], env=env,
-                          capture_output=True, text=True, timeout=300)
+from helpers import dac_with_tests, environ_without, free_port, python, write_yaml
 
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:
     """A real finished serial run with a checkpoint, to damage and resume in the cases."""
     run = tmp_path_factory.mktemp("good") / "run"
-    out = dac("train", "--serial", "--total-env-steps", "2048", "--checkpoint-every", "2",
-              "--run-dir", str(run))
+    out = dac_with_tests("train", "--serial", "--total-env-steps", "2048",
+                         "--checkpoint-every", "2", "--run-dir", str(run))
     assert out.returncode == 0, out.stderr[-2000:]
     return run
 
@@ -54,12 +44,6 @@ def damage(run: Path, how: str) -> None:
             f.write_bytes(bytes(raw))
 
 
-def yaml_file(tmp_path: Path, text: str) -> str:
-    p = tmp_path / "cfg.yaml"
-    p.write_text(text)
-    return str(p)
-
-
 CASES = {
     "unknown env id": (lambda t, r: ["train", "--env", "NoSuchEnv-v7"], "unknown environment id"),
     "unsupported action space": (lambda t, r: ["train", "--env", "fakes:TupleActionEnv"],
@@ -75,11 +59,11 @@ CASES = {
                            "cnn_precision bfloat16 is for CNN torsos"),
     "field of the wrong type": (lambda t, r: ["train", "--envs-per-worker", "many"],
                                 "--envs-per-worker"),
-    "yaml field of the wrong type": (lambda t, r: ["train", "--config", yaml_file(t, "rollout_length: ten\n")],
+    "yaml field of the wrong type": (lambda t, r: ["train", "--config", write_yaml(t, "rollout_length: ten\n")],
                                      "'rollout_length' must be int"),
-    "unknown yaml field": (lambda t, r: ["train", "--config", yaml_file(t, "lr: 0.1\n")],
+    "unknown yaml field": (lambda t, r: ["train", "--config", write_yaml(t, "lr: 0.1\n")],
                            "unknown config field(s): lr"),
-    "malformed yaml": (lambda t, r: ["train", "--config", yaml_file(t, "env: [CartPole\n")],
+    "malformed yaml": (lambda t, r: ["train", "--config", write_yaml(t, "env: [CartPole\n")],
                        "not valid YAML"),
     "missing yaml file": (lambda t, r: ["train", "--config", str(t / "nope.yaml")],
                           "cannot read config file"),
@@ -146,15 +130,6 @@ def a_file(tmp_path: Path) -> Path:
     return f
 
 
-def free_port() -> int:
-    """A port nothing listens on (the OS just handed it out and it was closed again)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def snapshot(run: Path) -> dict:
     """Every file's bytes and every directory under `run` (None for a directory)."""
     return {p: p.read_bytes() if p.is_file() else None for p in run.rglob("*")}
@@ -166,7 +141,7 @@ def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
     run = copy_run(good_run, tmp_path / "run")
     argv = make_argv(tmp_path, run)  # damages the run's checkpoint where the case says so
     before = snapshot(run)  # taken after the damage: the command itself may change nothing
-    out = dac(*argv)
+    out = dac_with_tests(*argv)
     assert out.returncode == 2, (case, out.returncode, out.stderr[-2000:])
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
@@ -200,18 +175,22 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     before = snapshot(run)
     empty = tmp_path / "tmp"  # holds no ray/ray_current_cluster
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(TMPDIR=str(empty), RAY_TMPDIR=str(empty))
+    env = environ_without("RAY_ADDRESS", TMPDIR=str(empty), RAY_TMPDIR=str(empty))
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
-    out = subprocess.run([sys.executable, "-c", NO_RAY_HERE, "train", "--address", "auto",
-                          "--run-dir", str(run), "--overwrite"], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = python("-c", NO_RAY_HERE, "train", "--address", "auto", "--run-dir", str(run),
+                 "--overwrite", env=env, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("dac: error: --address auto: ") and needle in last, last
     assert snapshot(run) == before
+
+
+# `dac ARGV`, then its exit code and whether TensorFlow and Ray were imported
+MAIN_THEN_IMPORTS = ("import sys; from distributed_ac.commands.main import main; "
+                     "code = main(sys.argv[1:]); "
+                     "print(code, 'tensorflow' in sys.modules, 'ray' in sys.modules)")
 
 
 @pytest.mark.parametrize("argv", [
@@ -221,10 +200,7 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
 def test_a_bad_path_is_refused_before_tensorflow_or_ray_is_imported(argv, tmp_path):
     """`dac evaluate` imported TensorFlow (3 s, six lines of C++ logging) before it looked
     at the run directory."""
-    script = ("import sys; from distributed_ac.commands.main import main; code = main(sys.argv[1:]); "
-              "print(code, 'tensorflow' in sys.modules, 'ray' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    out = python("-c", MAIN_THEN_IMPORTS, *argv, cwd=tmp_path, timeout=120)
     assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("dac: error:"), out.stderr
 
@@ -232,11 +208,8 @@ def test_a_bad_path_is_refused_before_tensorflow_or_ray_is_imported(argv, tmp_pa
 @pytest.mark.skipif(bool(glob.glob("/dev/nvidia[0-9]*")), reason="this machine has a GPU")
 def test_device_gpu_without_a_gpu_is_one_line_before_ray_or_tensorflow_start(tmp_path):
     """It was a RuntimeError traceback from learner.pick_device, raised after Ray started."""
-    script = ("import sys; from distributed_ac.commands.main import main; code = main(sys.argv[1:]); "
-              "print(code, 'tensorflow' in sys.modules, 'ray' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", script, "train", "--device", "gpu",
-                          "--run-dir", str(tmp_path / "run")], capture_output=True, text=True,
-                         timeout=120)
+    out = python("-c", MAIN_THEN_IMPORTS, "train", "--device", "gpu",
+                 "--run-dir", str(tmp_path / "run"), timeout=120)
     assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
     assert out.stderr.strip() == ("dac: error: --device gpu: this machine has no NVIDIA GPU "
                                   "(no /dev/nvidia* device); use --device auto or cpu")

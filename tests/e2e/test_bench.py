@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from paths import load_benchmark
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.bench import phases
@@ -266,19 +267,8 @@ def test_process_age_counts_from_this_process_start():
     assert 0 < bench_record.process_age_s() < 24 * 3600
 
 
-def _load_benchmark(name):
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolved(capsys):
-    mod = _load_benchmark("updates_to_solve")
+    mod = load_benchmark("updates_to_solve")
     # 2 updates of 2 envs x 4 steps cannot reach 475: unsolved, so no median.
     assert mod.main(["--seeds", "0", "--budget", "16", "--variant",
                      "tiny=--envs-per-worker 2 --rollout-length 4 --hidden-sizes 8"]) == 0
@@ -289,7 +279,7 @@ def test_updates_to_solve_prints_one_json_line_per_variant_and_null_when_unsolve
 
 
 def test_solve_series_interleaves_configs_and_summarises_each(monkeypatch, capsys, tmp_path):
-    series = _load_benchmark("solve_series")
+    series = load_benchmark("solve_series")
     calls = []
 
     def fake_run(config, seed, extra):
@@ -311,7 +301,7 @@ def test_solve_series_interleaves_configs_and_summarises_each(monkeypatch, capsy
 
 
 def test_solve_series_runs_solve_time_in_a_fresh_process_and_reports_unsolved():
-    series = _load_benchmark("solve_series")
+    series = load_benchmark("solve_series")
     run = series.run_once(series.os.path.join(series.HERE, "cartpole_fast.yaml"), 0,
                           ["--serial", "--total-env-steps", "1024"])
     assert run["benchmark"] == "solve_time" and run["solved"] is False

@@ -6,12 +6,13 @@ and values exactly as the workers did over the whole rollout."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import CUE, small_recurrent, third_batch
+from helpers import train_quietly
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.learning import clipped
 from distributed_ac.learning.networks import Sequence
-from test_recurrent import small, third_batch
 
 
 def _seq(T, N, actor_state, critic_state, starts):
@@ -22,7 +23,7 @@ def _seq(T, N, actor_state, critic_state, starts):
 
 @pytest.mark.parametrize("core,topology", [("lstm", "separate"), ("gru", "shared")])
 def test_chunks_entered_with_pi_olds_states_score_what_the_workers_scored(core, topology):
-    cfg = small(core=core, topology=topology, policy_loss="clip", bptt_length=4)
+    cfg = small_recurrent(core=core, topology=topology, policy_loss="clip", bptt_length=4)
     learner, b = third_batch(cfg)
     T, N = b.rewards.shape
     nets = learner.nets
@@ -66,18 +67,11 @@ def test_chunk_c_of_sub_env_n_is_column_c_times_n_plus_n():
 def test_a_clipped_lstm_run_with_chunks_learns_cue_memory(tmp_path):
     """CueMemory, solved only with a core (test_recurrent): also with chunks of 8 of its
     rollout's 16 steps."""
-    import io
-
-    from distributed_ac.run.metrics import ConsoleProgress
-    from distributed_ac.training.trainer import train
-    from test_recurrent import CUE
-
     cfg = Config(env=CUE, serial=True, num_workers=1, num_envs=16, rollout_length=16,
                  core="lstm", core_size=32, hidden_sizes=(32,), policy_loss="clip",
                  update_epochs=4, minibatch_size=64, actor_lr=3e-3, critic_lr=3e-3,
                  bptt_length=8, total_env_steps=40_960, seed=0)
-    summary = train(cfg, run_dir=tmp_path / "run",
-                    progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
+    summary = train_quietly(cfg, tmp_path / "run", every_s=5.0)
     assert summary["mean_return_100"] >= 0.9, summary
 
 

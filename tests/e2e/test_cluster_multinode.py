@@ -8,24 +8,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import psutil
 import pytest
-from ray.cluster_utils import Cluster
 from failed_runs import crash_report
+from helpers import dac, free_port, logged_env_steps, popen_dac, python, run
+from ray.cluster_utils import Cluster
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 BIN = os.path.dirname(sys.executable)
 
@@ -53,19 +46,15 @@ def cluster():
     assert not alive, f"cluster processes left running: {alive}"
 
 
-def run(cmd, timeout=600):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
 def test_training_on_two_nodes_spreads_workers_and_learns(cluster, tmp_path):
     c, _ = cluster
     # Sync mode: every update takes one batch from each worker, so what is learned does
     # not hang on which node answers first. Async with two 1-CPU nodes ran at lag 2 and
     # read 48-80 at 100k steps from one run to the next; sync joins the batches in worker
     # order and reads 129.2 with this seed, run after run.
-    out = run([sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
-               "--mode", "sync", "--num-workers", "2", "--total-env-steps", "100000",
-               "--seed", "0", "--run-dir", str(tmp_path / "run")])
+    out = dac("train", "--address", c.address, "--mode", "sync", "--num-workers", "2",
+              "--total-env-steps", "100000", "--seed", "0", "--run-dir", str(tmp_path / "run"),
+              timeout=600)
     assert out.returncode == 0, crash_report(out)
     nodes = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
     assert len(nodes) == 2, out.stderr
@@ -86,7 +75,7 @@ def submit_job(port: int, *entrypoint: str) -> subprocess.CompletedProcess:
     deadline = time.monotonic() + AGENT_WAIT_S
     while True:
         out = run([ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{port}", "--",
-                   *entrypoint])
+                   *entrypoint], timeout=600)
         if out.returncode == 0 or NO_AGENT not in out.stdout + out.stderr:
             return out
         if time.monotonic() > deadline:
@@ -109,10 +98,9 @@ def test_without_address_training_starts_its_own_ray_even_with_a_cluster_at_ray_
     """RAY_ADDRESS names a running cluster (as after `export RAY_ADDRESS=...` for Ray's
     CLIs): local mode still starts its own Ray and says so. Joining would refuse num_cpus."""
     c, _ = cluster
-    env = {**os.environ, "RAY_ADDRESS": c.address}
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--num-workers", "1",
-                          "--total-env-steps", "2048", "--run-dir", str(tmp_path / "run")],
-                         env=env, capture_output=True, text=True, timeout=300)
+    out = dac("train", "--num-workers", "1", "--total-env-steps", "2048",
+              "--run-dir", str(tmp_path / "run"), env={**os.environ, "RAY_ADDRESS": c.address},
+              timeout=300)
     assert out.returncode == 0, crash_report(out)
     assert f"RAY_ADDRESS={c.address} is not used" in out.stderr
     placed = set(re.findall(r"worker \d+: pid \d+ on node \S+ \((\w+)\)", out.stderr))
@@ -146,7 +134,7 @@ os._exit(0 if warned.is_set() else 3)
 
 def test_workers_the_cluster_has_no_room_for_are_waited_for_with_a_warning(cluster):
     c, _ = cluster
-    out = run([sys.executable, "-c", PENDING_SCRIPT, c.address], timeout=180)
+    out = python("-c", PENDING_SCRIPT, c.address, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     # at least the one that cannot fit; on a loaded machine the two that fit may still
     # be starting after 3 s too
@@ -184,13 +172,6 @@ def lossy_cluster():
     psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=15)
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert not alive, f"cluster processes left running: {alive}"
-
-
-def logged_env_steps(run) -> list[int]:
-    from distributed_ac.run.metrics import read_rows
-
-    path = run / "metrics.jsonl"
-    return [r["env_steps"] for r in read_rows(path)] if path.exists() else []
 
 
 PLACED = r"worker (\d+): pid \d+ on node \S+ \((\w+)\)"
@@ -243,10 +224,9 @@ def test_run_survives_the_loss_of_a_node_with_its_workers_replaced_on_the_other(
     c, pids = lossy_cluster
     run, stderr_path = tmp_path / "run", tmp_path / "stderr"
     with open(stderr_path, "w") as err, open(tmp_path / "stdout", "w+") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "distributed_ac", "train", "--address", c.address,
-             "--mode", "sync", "--num-workers", "4", "--total-env-steps", "81920",
-             "--log-every-s", "0.1", "--run-dir", str(run)], stdout=out, stderr=err)
+        proc = popen_dac("train", "--address", c.address, "--mode", "sync",
+                         "--num-workers", "4", "--total-env-steps", "81920",
+                         "--log-every-s", "0.1", "--run-dir", str(run), stdout=out, stderr=err)
         try:  # the loss comes after 4 updates of 40, with all 4 workers' batches in each
             lost_node, lost = lose_busiest_node(c, proc, run, stderr_path, 8192, pids)
             proc.wait(timeout=240)
@@ -312,7 +292,7 @@ def test_a_replacement_the_cluster_has_no_room_for_gets_a_warning_and_does_not_b
     warning after REPLACEMENT_WARN_S says what it waits for (the script never ends if
     _replace waits for the actor)."""
     c, _ = cluster
-    out = run([sys.executable, "-c", UNPLACEABLE_SCRIPT, c.address], timeout=180)
+    out = python("-c", UNPLACEABLE_SCRIPT, c.address, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r"worker 0's replacement not started after 2 s: it needs 2 CPU and the "
                      r"cluster has [01] of 2 free", out.stdout), out.stdout[-2000:]

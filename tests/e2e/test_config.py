@@ -1,10 +1,9 @@
 """One typed config: YAML in and out, flags over YAML, checks at load time."""
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
+from helpers import dac
 
 from distributed_ac.commands.train import parse_train_args
 from distributed_ac.config.schema import Config, dump_yaml, from_dict, load_yaml
@@ -58,8 +57,7 @@ def test_malformed_yaml_is_a_config_error(tmp_path):
 
 
 def test_train_help_lists_every_field_with_its_help():
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--help"],
-                         capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
+    out = dac("train", "--help", env={"COLUMNS": "200", "PATH": ""})
     assert out.returncode == 0
     for f in dataclasses.fields(Config):
         assert "--" + f.name.replace("_", "-") in out.stdout, f.name
@@ -72,8 +70,7 @@ def test_train_help_lists_every_field_with_its_help():
     (["frobnicate"], "unknown command 'frobnicate'"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_code_2(argv, needle):
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", *argv],
-                         capture_output=True, text=True)
+    out = dac(*argv)
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
 

@@ -2,15 +2,13 @@
 Gymnasium environments, fixed seeds, a reward floor within an env-step budget."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
 
 import pytest
-from paths import FAST_CONFIG
 from failed_runs import crash_report
+from helpers import dac, environ_with_tests
+from paths import FAST_CONFIG
 
 pytestmark = pytest.mark.e2e
 
@@ -18,11 +16,11 @@ CARTPOLE_BUDGET = 500_000
 PENDULUM_BUDGET = 1_500_000
 
 
-def dac_train(*flags: str, timeout: int = 600) -> tuple[dict, str]:
+def dac_train(*flags: str, timeout: int = 600, env=None) -> tuple[dict, str]:
+    """`dac train FLAGS` in a child (env None: this process's environment), which must
+    succeed: its summary and its stderr."""
     with tempfile.TemporaryDirectory() as tmp:  # the run directory, not ./runs/
-        out = subprocess.run([sys.executable, "-m", "distributed_ac", "train",
-                              "--run-dir", f"{tmp}/run", *flags],
-                             capture_output=True, text=True, timeout=timeout)
+        out = dac("train", "--run-dir", f"{tmp}/run", *flags, timeout=timeout, env=env)
     assert out.returncode == 0, crash_report(out)
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
@@ -110,14 +108,12 @@ def test_the_nature_cnn_learns_pixel_chase_from_uint8_images_on_local_ray():
     policy's mean return is ~0.36) through the Nature CNN: the clipped objective, 8 envs.
     Seed 0 solved at 22,144 steps in two runs, ~25 s of training and ~50 s in all on one
     core of the 2-core machine (start-up is most of the rest)."""
-    tests = os.path.dirname(__file__)
-    os.environ["PYTHONPATH"] = tests + os.pathsep + os.environ.get("PYTHONPATH", "")
     summary, log = dac_train("--env", "fakes:PixelChase", "--no-preset", "--num-workers", "1",
                              "--seed", "0", "--num-envs", "8", "--rollout-length", "16",
                              "--policy-loss", "clip", "--update-epochs", "2",
                              "--minibatch-size", "64", "--entropy-coef", "0.01",
                              "--reward-scale", "1.0", "--stop-at-return", "0.9",
-                             "--total-env-steps", "60000")
+                             "--total-env-steps", "60000", env=environ_with_tests())
     assert summary["torso"] == "nature", summary
     assert summary["solved"] and summary["mean_return_100"] >= 0.9, summary
     rss = [float(m) for m in re.findall(r"([\d.]+) MB resident", log)]

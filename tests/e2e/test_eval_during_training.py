@@ -4,35 +4,25 @@ which `dac evaluate --best` scores alike and `dac export --best` serves; one eva
 in flight at a time, never waited for by the loop; training untouched by it (serial
 mode, bit for bit); the best kept across a resume."""
 
-import io
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 
 import numpy as np
 import pytest
 from checkpoints import checkpoint_tensors
 from failed_runs import crash_report
-from test_metrics_plot import tensorboard_scalars
-from test_trainer_loop import ScriptedPool, run_loop, run_overlapped
+from helpers import dac_with_tests, tensorboard_scalars, train_updates
+from scripted_pool import ScriptedPool, run_loop, run_overlapped
 
 from distributed_ac.commands.evaluate import evaluate, load_trained
-from distributed_ac.config.schema import Config
-from distributed_ac.run.metrics import EVAL_SCALARS, ConsoleProgress, read_rows
-from distributed_ac.training.trainer import train
+from distributed_ac.run.metrics import EVAL_SCALARS, read_rows
 
-TESTS = os.path.dirname(__file__)
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 BASE = dict(serial=True, num_workers=1, mode="sync", seed=3, envs_per_worker=4,
             rollout_length=8, hidden_sizes=(16,), checkpoint_every=4, log_every_s=0.001,
             actor_lr_decay_steps=5, critic_lr_decay_steps=5, entropy_coef=0.01)
-
-
-def run(run_dir, updates, resume=False, **kw):
-    cfg = Config(**{**BASE, **kw}, total_env_steps=updates * BATCH)
-    quiet = ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
-    return train(cfg, run_dir=run_dir, resume=resume, progress=quiet)
+# run(run_dir, updates, resume=False, **fields): BASE for `updates` batches, quiet
+run = partial(train_updates, BASE)
 
 
 def eval_rows(run_dir) -> list[dict]:
@@ -211,13 +201,11 @@ def test_with_the_learner_thread_an_evaluation_copies_the_networks_between_steps
 def test_a_ray_evaluation_under_way_does_not_hold_up_the_updates(tmp_path):
     """Each evaluation sleeps 0.2 s a step (fakes.SlowToEvaluate): with the loop waiting
     for it, no update could land between an evaluation's start and its row."""
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run(
-        [sys.executable, "-m", "distributed_ac", "train", "--env", "fakes:SlowToEvaluate",
-         "--no-preset", "--num-workers", "1", "--num-envs", "4", "--rollout-length", "8",
-         "--hidden-sizes", "8", "--total-env-steps", str(120 * BATCH), "--eval-every", "5",
-         "--eval-episodes", "2", "--run-dir", str(tmp_path / "run")],
-        env=env, capture_output=True, text=True, timeout=600)
+    out = dac_with_tests(
+        "train", "--env", "fakes:SlowToEvaluate", "--no-preset", "--num-workers", "1",
+        "--num-envs", "4", "--rollout-length", "8", "--hidden-sizes", "8",
+        "--total-env-steps", str(120 * BATCH), "--eval-every", "5", "--eval-episodes", "2",
+        "--run-dir", str(tmp_path / "run"), timeout=600)
     assert out.returncode == 0, crash_report(out)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     rows = eval_rows(tmp_path / "run")

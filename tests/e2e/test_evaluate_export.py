@@ -4,26 +4,21 @@ and can record video; the exported SavedModel, loaded in a process that imports 
 TensorFlow and NumPy, acts and values exactly like the trainer's policy, for Discrete,
 MultiDiscrete and Box actions and for the shared-trunk topology."""
 
-import io
 import json
-import subprocess
-import sys
 import textwrap
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import cli_run, python, train_quietly
 
 from distributed_ac.acting.policy import Policy
-from distributed_ac.commands import main as cli
 from distributed_ac.commands.evaluate import load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.envs.vector import resolve_env_id
 from distributed_ac.models.spec import ModelSpec
 from distributed_ac.run import rundir
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 SEED = 5  # not 0, so an evaluation that dropped the training seed from its seeds shows
 
@@ -32,7 +27,7 @@ def short_run(tmp_path_factory, env: str, topology: str = "separate"):
     cfg = Config(env=env, seed=SEED, topology=topology, serial=True, num_workers=1, mode="sync",
                  envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=3 * 32)
     path = tmp_path_factory.mktemp("eval") / "run"
-    train(cfg, run_dir=path, progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
+    train_quietly(cfg, path)
     return path
 
 
@@ -47,12 +42,6 @@ def run_dir(request, tmp_path_factory):
 @pytest.fixture(scope="module", params=["CartPole-v1", "Pendulum-v1"])
 def shared_run_dir(request, tmp_path_factory):
     return short_run(tmp_path_factory, request.param, topology="shared")
-
-
-def dac(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def plain_gym_returns(env_id: str, act, seeds) -> np.ndarray:
@@ -105,7 +94,7 @@ def test_evaluate_reports_the_returns_of_the_exported_policy_on_fresh_seeds(run_
     import tensorflow as tf
 
     episodes = 8
-    code, out, err = dac(capsys, "evaluate", str(run_dir), "--episodes", str(episodes),
+    code, out, err = cli_run(capsys, "evaluate", str(run_dir), "--episodes", str(episodes),
                          "--deterministic")
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
@@ -113,7 +102,7 @@ def test_evaluate_reports_the_returns_of_the_exported_policy_on_fresh_seeds(run_
     assert result["env_steps_trained"] == 3 * 32 and result["seed"] == 2**31 + SEED
     assert f"{episodes} episodes: mean" in err
 
-    code, _, err = dac(capsys, "export", str(run_dir), "--out", str(tmp_path / "policy"))
+    code, _, err = cli_run(capsys, "export", str(run_dir), "--out", str(tmp_path / "policy"))
     assert code == 0, err
     model = tf.saved_model.load(str(tmp_path / "policy"))
     # evaluate and export load the run alike (evaluate.load_trained): both could be wrong
@@ -142,21 +131,21 @@ def test_evaluate_reports_the_returns_of_the_exported_policy_on_fresh_seeds(run_
 
 
 def test_evaluate_is_repeatable_on_its_fixed_seeds(run_dir, capsys):
-    code, out, err = dac(capsys, "evaluate", str(run_dir), "--episodes", "3")
+    code, out, err = cli_run(capsys, "evaluate", str(run_dir), "--episodes", "3")
     assert code == 0, err
-    code, again, _ = dac(capsys, "evaluate", str(run_dir), "--episodes", "3")
+    code, again, _ = cli_run(capsys, "evaluate", str(run_dir), "--episodes", "3")
     assert json.loads(again.strip().splitlines()[-1]) == json.loads(out.strip().splitlines()[-1])
 
 
 def test_evaluate_records_video_with_record_video(run_dir, tmp_path, capsys):
     pytest.importorskip("moviepy")
     if rundir.saved_config(rundir.open_run(run_dir)).env == MULTI:  # renders no frames
-        code, _, err = dac(capsys, "evaluate", str(run_dir), "--video", str(tmp_path / "v"))
+        code, _, err = cli_run(capsys, "evaluate", str(run_dir), "--video", str(tmp_path / "v"))
         assert code == 2 and "does not render rgb_array frames" in err, err
         assert len(err.strip().splitlines()) == 1
         return
     video = tmp_path / "video"
-    code, _, err = dac(capsys, "evaluate", str(run_dir), "--episodes", "2", "--video", str(video))
+    code, _, err = cli_run(capsys, "evaluate", str(run_dir), "--episodes", "2", "--video", str(video))
     assert code == 0, err
     clips = sorted(p.name for p in video.glob("*.mp4"))
     assert clips == ["eval-episode-0.mp4", "eval-episode-1.mp4"]  # RecordVideo's schedule
@@ -178,14 +167,13 @@ SERVE = textwrap.dedent("""
 def test_exported_saved_model_serves_the_trainers_policy_without_distributed_ac(run_dir, tmp_path,
                                                                                capsys):
     out_dir = tmp_path / "policy"
-    code, out, err = dac(capsys, "export", str(run_dir), "--out", str(out_dir))
+    code, out, err = cli_run(capsys, "export", str(run_dir), "--out", str(out_dir))
     assert code == 0, err
     cfg, space, learner, _ = load_trained(run_dir)
     obs = np.random.default_rng(0).normal(size=(64, space.obs_dim)).astype(np.float32)
     np.save(tmp_path / "obs.npy", obs)
-    served = subprocess.run([sys.executable, "-c", SERVE, str(out_dir), str(tmp_path / "obs.npy"),
-                             str(tmp_path / "served.npz")], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path)
+    served = python("-c", SERVE, str(out_dir), str(tmp_path / "obs.npy"),
+                    str(tmp_path / "served.npz"), timeout=120, cwd=tmp_path)
     assert served.returncode == 0, served.stderr[-2000:]
     got = np.load(tmp_path / "served.npz")
 
@@ -208,7 +196,7 @@ def test_exported_shared_trunk_policy_acts_and_values_like_the_trainers(shared_r
                                                                          capsys):
     import tensorflow as tf
 
-    code, _, err = dac(capsys, "export", str(shared_run_dir), "--out", str(tmp_path / "policy"))
+    code, _, err = cli_run(capsys, "export", str(shared_run_dir), "--out", str(tmp_path / "policy"))
     assert code == 0, err
     cfg, space, learner, _ = load_trained(shared_run_dir)
     assert cfg.topology == "shared" and learner.nets.shared
@@ -229,12 +217,12 @@ def test_exported_shared_trunk_policy_acts_and_values_like_the_trainers(shared_r
 
 def test_evaluate_and_export_refuse_a_directory_that_is_not_a_run(tmp_path, capsys):
     for argv in (["evaluate", str(tmp_path)], ["export", str(tmp_path), "--out", str(tmp_path / "o")]):
-        code, _, err = dac(capsys, *argv)
+        code, _, err = cli_run(capsys, *argv)
         assert code == 2 and err.strip() == f"dac: error: {tmp_path} is not a run directory (no config.yaml)"
 
 
 def test_export_will_not_write_into_a_directory_holding_other_files(run_dir, tmp_path, capsys):
     (tmp_path / "keep.txt").write_text("mine")
-    code, _, err = dac(capsys, "export", str(run_dir), "--out", str(tmp_path))
+    code, _, err = cli_run(capsys, "export", str(run_dir), "--out", str(tmp_path))
     assert code == 2 and "holds something other than a SavedModel" in err
     assert (tmp_path / "keep.txt").read_text() == "mine"

@@ -5,27 +5,21 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
+from functools import partial
 
 import psutil
 import pytest
-from paths import FAST_CONFIG
 from failed_runs import crash_report
+from helpers import dac_with_tests, logged_env_steps, popen_dac, python
+from paths import FAST_CONFIG
 
 pytestmark = pytest.mark.e2e
 
-TESTS = os.path.dirname(__file__)
-
-
-def dac(*argv, env_extra=None, timeout=600) -> subprocess.CompletedProcess:
-    # Ray workers inherit the driver's environment, so fakes import there too.
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "distributed_ac", *argv], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+# `dac ARGV` with fakes importable in the child and in the Ray workers it starts
+dac = partial(dac_with_tests, timeout=600)
 
 
 def rollout_worker_pids(root: int) -> list[int]:
@@ -53,10 +47,8 @@ def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
     run = tmp_path / "run"
     # One worker, as on the 2-core machine the 12 runs above were measured on (its auto
     # count); auto would give cores - 1, another run on every machine.
-    cmd = [sys.executable, "-m", "distributed_ac", "train", "--config", FAST_CONFIG,
-           "--num-workers", "1", "--total-env-steps", "400000", "--log-every-s", "0.2",
-           "--run-dir", str(run)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen_dac("train", "--config", FAST_CONFIG, "--num-workers", "1",
+                     "--total-env-steps", "400000", "--log-every-s", "0.2", "--run-dir", str(run))
     killed = []
 
     def killer():
@@ -69,7 +61,7 @@ def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
         deadline = time.monotonic() + 300
         while len(killed) < 5 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
-            if env_steps_logged(run) < 8192 * (len(killed) + 1):
+            if (logged_env_steps(run) or [0])[-1] < 8192 * (len(killed) + 1):
                 continue
             pids = [p for p in rollout_worker_pids(proc.pid) if p not in killed]
             if pids:
@@ -85,14 +77,6 @@ def test_run_survives_five_worker_kills_and_reaches_its_reward_floor(tmp_path):
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["worker_restarts"] >= 5, summary
     assert summary["solved"] and summary["mean_return_100"] >= 475, json.dumps(summary)
-
-
-def env_steps_logged(run) -> int:
-    from distributed_ac.run.metrics import read_rows
-
-    path = run / "metrics.jsonl"
-    rows = read_rows(path) if path.exists() else []
-    return rows[-1]["env_steps"] if rows else 0
 
 
 def test_env_that_raises_stops_the_run_naming_env_worker_and_sub_env(tmp_path):
@@ -139,11 +123,9 @@ def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
     from distributed_ac.run.checkpoint import read_counters
 
     run = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed_ac", "train", "--run-dir", str(run),
-         "--num-workers", "1", "--checkpoint-every", "5", "--total-env-steps", "100000000",
-         "--log-every-s", "0.2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen_dac("train", "--run-dir", str(run), "--num-workers", "1",
+                     "--checkpoint-every", "5", "--total-env-steps", "100000000",
+                     "--log-every-s", "0.2")
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         path = tf.train.latest_checkpoint(str(run / "checkpoints"))
@@ -212,8 +194,7 @@ PLACEMENT_SCRIPT = textwrap.dedent("""
 def test_placement_replaces_a_worker_each_time_it_dies_while_starting(tmp_path):
     """A kill can land on a replacement before it has started too (seen in CI when a
     second SIGKILL came 1.5 s after the first); each death costs one restart."""
-    out = subprocess.run([sys.executable, "-c", PLACEMENT_SCRIPT, str(tmp_path / "deaths")],
-                         capture_output=True, text=True, timeout=180)
+    out = python("-c", PLACEMENT_SCRIPT, str(tmp_path / "deaths"), timeout=180)
     assert out.returncode == 0, crash_report(out)
     # Ray's own log lines share stdout with the script's.
     ok, too_many = [ln[7:] for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]

@@ -4,12 +4,11 @@ The test packages tests/registers_on_import.py (registers DacTestPkg-v0 when imp
 minigrid, shimmy and popgym do) and tests/registers_by_function.py (registers DacTestFn-v0
 when its register_envs() is called, as MinAtar's minatar.gym does) append the pid of each
 process that imports them to $DAC_TEST_PKG_LOG, so a test counts the processes that did.
-`dac` runs in subprocesses whose PYTHONPATH holds tests/ (test_bad_input.dac); a local Ray's
+`dac` runs in subprocesses whose PYTHONPATH holds tests/ (helpers.dac_with_tests); a local Ray's
 workers are started by its raylet, which inherits the driver's environment.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import yaml
-from test_bad_input import TESTS, dac, yaml_file
+from helpers import dac_with_tests, environ_with_tests, python, write_yaml
 
 from distributed_ac.config.schema import Config, from_dict, load_yaml
 from distributed_ac.core.errors import EnvError
@@ -83,14 +82,14 @@ BAD = {
 @pytest.mark.parametrize("case", list(BAD))
 def test_a_missing_or_unimportable_package_is_one_line_exit_2_and_no_run_dir(case, tmp_path):
     argv, needle = BAD[case]
-    out = dac("train", *argv, "--serial", *SHORT, "--run-dir", str(tmp_path / "run"))
+    out = dac_with_tests("train", *argv, "--serial", *SHORT, "--run-dir", str(tmp_path / "run"))
     assert needle in one_error_line(out), case
     assert not (tmp_path / "run").exists()
 
 
 def test_a_yaml_config_names_packages_as_the_flag_does(tmp_path):
-    out = dac("train", "--config", yaml_file(tmp_path, "env: DacTestPkg-v0\n"
-                                             "gym_packages: [minigridd]\n"),
+    out = dac_with_tests("train", "--config", write_yaml(tmp_path, "env: DacTestPkg-v0\n"
+                                                        "gym_packages: [minigridd]\n"),
               "--run-dir", str(tmp_path / "run"))
     assert "cannot import gym package 'minigridd'" in one_error_line(out)
 
@@ -106,8 +105,9 @@ def test_a_yaml_config_may_name_one_package_without_a_list():
 def serial_run(tmp_path_factory) -> Path:
     """A short serial run of DacTestPkg-v0 whose package is named in a YAML config."""
     tmp = tmp_path_factory.mktemp("serial")
-    config = yaml_file(tmp, f"env: {PKG_ID}\ngym_packages: [{PKG}]\n")
-    out = dac("train", "--config", config, "--serial", *SHORT, "--run-dir", str(tmp / "run"))
+    config = write_yaml(tmp, f"env: {PKG_ID}\ngym_packages: [{PKG}]\n")
+    out = dac_with_tests("train", "--config", config, "--serial", *SHORT,
+                         "--run-dir", str(tmp / "run"))
     assert summary(out)["env_steps"] == 1024
     return tmp / "run"
 
@@ -119,16 +119,17 @@ def test_a_serial_run_trains_on_the_id_and_its_config_yaml_keeps_the_package(ser
 
 
 def test_dac_evaluate_and_resume_import_the_package_from_the_runs_config(serial_run, pid_log):
-    evaluated = summary(dac("evaluate", str(serial_run), "--episodes", "2"))
+    evaluated = summary(dac_with_tests("evaluate", str(serial_run), "--episodes", "2"))
     assert evaluated["env"] == PKG_ID and len(evaluated["returns"]) == 2
-    resumed = summary(dac("train", "--resume", str(serial_run), "--total-env-steps", "2048"))
+    resumed = summary(dac_with_tests("train", "--resume", str(serial_run),
+                                     "--total-env-steps", "2048"))
     assert resumed["env_steps"] == 2048
     assert len(importers(pid_log)) == 2  # each command's own process imported it
 
 
 def test_a_module_function_entry_calls_the_function_before_the_env_is_made(tmp_path, pid_log):
-    out = dac("train", "--env", FN_ID, "--gym-packages", FN, "--serial", *SHORT,
-              "--run-dir", str(tmp_path / "run"))
+    out = dac_with_tests("train", "--env", FN_ID, "--gym-packages", FN, "--serial", *SHORT,
+                         "--run-dir", str(tmp_path / "run"))
     assert summary(out)["env"] == FN_ID
     assert len(importers(pid_log, FN_ID)) == 1  # called once, for the probe and the workers
 
@@ -137,9 +138,9 @@ def test_a_module_function_entry_calls_the_function_before_the_env_is_made(tmp_p
 def test_on_local_ray_every_worker_and_the_evaluator_import_the_package(tmp_path, pid_log):
     """Rollout workers and the evaluation actor are processes of their own: the run
     works only if each imports the package itself (none is forked from the driver)."""
-    out = dac("train", "--env", PKG_ID, "--gym-packages", PKG, "--num-workers", "2",
-              "--eval-every", "2", "--eval-episodes", "1", *SHORT,
-              "--run-dir", str(tmp_path / "run"))
+    out = dac_with_tests("train", "--env", PKG_ID, "--gym-packages", PKG, "--num-workers", "2",
+                         "--eval-every", "2", "--eval-episodes", "1", *SHORT,
+                         "--run-dir", str(tmp_path / "run"))
     result = summary(out)
     assert result["workers"] == 2 and result["evaluations"] >= 1
     assert len(importers(pid_log)) >= 4  # the driver's probe, 2 workers, the evaluator
@@ -150,8 +151,9 @@ def test_a_package_missing_on_the_workers_node_is_one_line_not_worker_restarts(t
     """The driver's probe imports it; each Ray worker fails to: the run stops at the
     first worker's start-up with that worker's line and exit 2, instead of replacing
     workers that can never start (max_worker_restarts of them)."""
-    out = dac("train", "--env", "DacTestNode-v0", "--gym-packages", "driver_only_package",
-              "--num-workers", "1", *SHORT, "--run-dir", str(tmp_path / "run"))
+    out = dac_with_tests("train", "--env", "DacTestNode-v0", "--gym-packages",
+                         "driver_only_package", "--num-workers", "1", *SHORT,
+                         "--run-dir", str(tmp_path / "run"))
     line = one_error_line(out)
     assert "cannot import gym package 'driver_only_package'" in line, line
     assert "not on this node" in line and "replac" not in out.stderr, out.stderr[-2000:]
@@ -174,15 +176,13 @@ def test_a_tune_trial_imports_the_base_configs_packages_in_its_own_process(tmp_p
     as Tune's trainable would, with a stand-in for Tune's session."""
     from distributed_ac.commands.tune import make_spec, parse_tune_args
 
-    space = yaml_file(tmp_path, "actor_lr: {choice: [0.001]}\n")
+    space = write_yaml(tmp_path, "actor_lr: {choice: [0.001]}\n")
     args = parse_tune_args(["--env", PKG_ID, "--gym-packages", PKG, "--no-preset",
                             "--space", space, "--report-every", "4", *SHORT])
     make_spec(args).save(tmp_path / "exp")
     assert yaml.safe_load((tmp_path / "exp" / "tune.yaml").read_text())["base"][
         "gym_packages"] == [PKG]
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", TRIAL, str(tmp_path / "exp")], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = python("-c", TRIAL, str(tmp_path / "exp"), env=environ_with_tests(), timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     trained = load_yaml(tmp_path / "exp" / "trial" / "run" / "config.yaml")
     assert trained.env == PKG_ID and trained.gym_packages == (PKG,)
@@ -200,9 +200,7 @@ venv.close()
 
 
 def test_async_sub_envs_in_spawned_processes_make_the_id_the_driver_registered(pid_log):
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", ASYNC], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = python("-c", ASYNC, env=environ_with_tests(), timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
 
 

@@ -8,13 +8,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import expected_targets, pg_step_losses
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import NoGradientError, NonFiniteLossError
 from distributed_ac.envs.vector import probe_space
-from distributed_ac.learning import advantages, losses
 from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.tf_runtime import pick_device
 
@@ -205,20 +205,8 @@ def test_consecutive_non_finite_updates_stop_the_run():
 # gave it: critic_loss = 0.5 * masked_mean((V(s) - targets)^2) and, with advantage
 # normalisation off, actor_loss = -masked_mean(log pi(a|s) * advantages). So each case
 # steps the compiled graph on a real batch and checks both against advantages.gae /
-# truncated_importance_weights / vtrace called directly on the same arrays.
-
-def expected_targets(correction, cfg, batch, logp, reward_scale):
-    """(targets, advantages) from returns.* as `correction` defines them."""
-    rewards = batch.rewards * reward_scale
-    flags = (batch.values, batch.terminated, batch.truncated, batch.mask)
-    if correction == "vtrace":
-        return advantages.vtrace(batch.behaviour_logp, logp, rewards, *flags, cfg.gamma,
-                              cfg.gae_lambda, cfg.rho_bar, cfg.c_bar, cfg.vtrace_pg_bootstrap)
-    targets, adv = advantages.gae(rewards, *flags, cfg.gamma, cfg.gae_lambda)
-    if correction == "truncated_is":
-        adv = adv * advantages.truncated_importance_weights(batch.behaviour_logp, logp, cfg.rho_bar)
-    return targets, adv
-
+# truncated_importance_weights / vtrace called directly on the same arrays
+# (batches.expected_targets).
 
 def lagged_batch(worker, learner):
     """A real batch re-labelled as if an older policy had made it: behaviour log-probs
@@ -252,8 +240,7 @@ def test_learner_targets_and_advantages_are_the_configured_correction_on_scaled_
 
     def losses_for(correction, reward_scale):
         targets, adv = expected_targets(correction, cfg, batch, logp, reward_scale)
-        return (float(losses.critic_loss(v, targets, batch.mask)[0]),
-                float(losses.actor_loss(logp, adv, 0.0, batch.mask, 0.0)[0]))
+        return pg_step_losses(v, targets, logp, adv, batch.mask)
 
     metrics = learner.step(batch)
     got = (metrics["critic_loss"], metrics["actor_loss"])
@@ -366,11 +353,9 @@ def test_the_clipped_objective_solves_cartpole_where_one_step_per_batch_does_not
     """Same batches (serial sync, 8 envs x 128 steps), same budget: 4 passes of 16
     minibatches solved seeds 0-2 in 57k-61k steps; one pg step per batch read 73-104
     at 60k-70k."""
-    import io
     import tempfile
 
-    from distributed_ac.run.metrics import ConsoleProgress
-    from distributed_ac.training.trainer import train
+    from helpers import train_quietly
 
     results = {}
     for loss in ("clip", "pg"):
@@ -378,8 +363,7 @@ def test_the_clipped_objective_solves_cartpole_where_one_step_per_batch_does_not
                      total_env_steps=70_000, stop_at_return=475, envs_per_worker=8,
                      rollout_length=128, update_epochs=4, minibatch_size=64)
         with tempfile.TemporaryDirectory() as d:
-            results[loss] = train(cfg, run_dir=f"{d}/run",
-                                  progress=ConsoleProgress(cfg.total_env_steps, 60, io.StringIO()))
+            results[loss] = train_quietly(cfg, f"{d}/run", every_s=60)
     assert results["clip"]["solved"] and results["clip"]["mean_return_100"] >= 475, results["clip"]
     assert results["pg"]["mean_return_100"] < 300, results["pg"]
 

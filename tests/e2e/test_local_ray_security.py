@@ -1,13 +1,11 @@
 """Local mode binds every Ray server to 127.0.0.1 and starts no dashboard unless asked."""
 
 import ipaddress
-import os
-import subprocess
-import sys
 import time
 
 import psutil
 import pytest
+from helpers import dac, environ_without, popen_dac
 
 pytestmark = pytest.mark.e2e
 
@@ -30,10 +28,8 @@ def is_loopback(ip: str) -> bool:
 
 def test_local_training_listens_on_loopback_only_and_serves_no_dashboard(tmp_path):
     # one worker: the servers are the same at any count, and auto is cores - 1
-    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac", "train", "--num-workers",
-                             "1", "--total-env-steps", "3000000", "--run-dir",
-                             str(tmp_path / "run")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen_dac("train", "--num-workers", "1", "--total-env-steps", "3000000",
+                     "--run-dir", str(tmp_path / "run"))
     try:
         deadline, sockets = time.monotonic() + 120, []
         while time.monotonic() < deadline and proc.poll() is None:
@@ -54,11 +50,9 @@ def test_local_training_listens_on_loopback_only_and_serves_no_dashboard(tmp_pat
 def test_a_local_run_keeps_token_authentication_and_prints_only_its_own_lines(tmp_path):
     """Ray's default for a new local cluster is token authentication, with a line about it
     on every start; asked for by name it stays on, and the console holds our lines only."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", "--num-workers", "1",
-                          "--total-env-steps", "1024", "--log-every-s", "1000", "--run-dir",
-                          str(tmp_path / "run")], capture_output=True, text=True, env=env,
-                         timeout=300)
+    out = dac("train", "--num-workers", "1", "--total-env-steps", "1024", "--log-every-s",
+              "1000", "--run-dir", str(tmp_path / "run"), env=environ_without("RAY_AUTH_MODE"),
+              timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     ours = ("dac: ", "run directory ", "learning rates ", "learner on ", "worker 0: ",
             "env_steps ")

@@ -4,11 +4,10 @@ Before, every worker restarted its envs at each checkpoint boundary (the old exa
 rule), so with W workers a sub-env ran about checkpoint_every * B * T / W steps between
 restarts: here 10 * 8 * 16 / 32 = 40, and no 1000-step episode ever finished."""
 
-import io
+from helpers import train_quietly
 
 from distributed_ac.config.schema import Config
-from distributed_ac.run.metrics import ConsoleProgress, read_rows
-from distributed_ac.training.trainer import train
+from distributed_ac.run.metrics import read_rows
 
 W, T = 32, 16
 BATCHES_EACH = 126  # 2016 steps per sub-env: two 1000-step episodes and their reset steps
@@ -19,8 +18,7 @@ def test_1000_step_episodes_finish_at_their_rate_at_32_workers_with_frequent_che
                  envs_per_worker=1, batches_per_update=8, rollout_length=T, hidden_sizes=(8,),
                  checkpoint_every=10,
                  log_every_s=0.5, total_env_steps=W * T * BATCHES_EACH)
-    summary = train(cfg, run_dir=tmp_path / "run",
-                    progress=ConsoleProgress(cfg.total_env_steps, 1e9, io.StringIO()))
+    summary = train_quietly(cfg, tmp_path / "run", every_s=1e9)
     assert summary["updates"] >= 50 and summary["batches_per_update"] == 8  # 50 checkpoints
     # every sub-env: an episode ends at its step 1000 and at 2001 (1000 + a reset step + 1000)
     assert summary["episodes"] == 2 * W, summary

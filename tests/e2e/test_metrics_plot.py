@@ -9,12 +9,11 @@ import math
 import matplotlib.image
 import numpy as np
 import pytest
-import tensorflow as tf
+from helpers import tensorboard_scalars, train_quietly
 
 from distributed_ac.commands import main as cli
 from distributed_ac.config.schema import Config
 from distributed_ac.run.metrics import ConsoleProgress, Interval, MetricsLog, read_rows
-from distributed_ac.training.trainer import train
 
 NAMES = ["charts/episodic_return", "charts/mean_return_100", "charts/episodic_length",
          "charts/SPS",
@@ -30,8 +29,7 @@ def short_run(path, seed, policy_loss="pg"):
     cfg = Config(serial=True, num_workers=1, mode="sync", seed=seed, envs_per_worker=8,
                  rollout_length=8, hidden_sizes=(16,), total_env_steps=8 * 64, log_every_s=0.001,
                  policy_loss=policy_loss)
-    SUMMARIES[path] = train(cfg, run_dir=path,
-                            progress=ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO()))
+    SUMMARIES[path] = train_quietly(cfg, path)
     return path
 
 
@@ -42,16 +40,6 @@ SUMMARIES: dict = {}
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     return short_run(root / "seed0", 0), short_run(root / "seed1", 1, policy_loss="clip")
-
-
-def tensorboard_scalars(run_dir) -> dict[tuple[str, int], float]:
-    found = {}
-    for path in (run_dir / "tb").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for v in event.summary.value:
-                assert v.metadata.plugin_data.plugin_name == "scalars"
-                found[(v.tag, event.step)] = float(tf.make_ndarray(v.tensor))
-    return found
 
 
 def test_each_metrics_row_has_exactly_the_documented_keys(runs):

@@ -9,6 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import spy_on_step_inputs
+from helpers import cli_train
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
@@ -65,13 +67,7 @@ def test_a_batch_holds_one_stacked_array_per_entry_with_its_dtype():
     assert batch.obs["image"].max() == 255  # real frames: a quadrant is lit
     assert batch.obs["upper"].dtype == np.float32 and batch.obs["upper"].shape == (4, 6, 1)
     assert set(np.unique(batch.obs["upper"])) <= {0.0, 1.0}
-    received, step_fn = [], learner._step_fn
-
-    def spy(sync):
-        fn = step_fn(sync)
-        return lambda obs, *rest: received.append(obs) or fn(obs, *rest)
-
-    learner._step_fn = spy
+    received, step_fn = spy_on_step_inputs(learner)
     assert learner.step(batch)["applied"]
     assert received[0]["image"].dtype == np.uint8
     signature = step_fn(False).structured_input_signature[0][0]
@@ -111,13 +107,9 @@ def test_a_task_that_needs_the_image_and_the_vector_is_learned(tmp_path, capsys)
     preset (a Nature CNN beside an MLP) passes 12 within 24k steps; the exported model
     takes the Dict by its keys."""
     run = tmp_path / "run"
-    code = cli.main(["train", "--env", IMAGE_VECTOR, "--serial", "--num-workers", "1",
-                     "--total-env-steps", "24576", "--seed", "0", "--run-dir", str(run)])
-    out = capsys.readouterr().out.strip().splitlines()[-1]
-    import json
-
-    summary = json.loads(out)
-    assert code == 0 and summary["mean_return_100"] >= 12.0, summary
+    summary, _ = cli_train(capsys, "--env", IMAGE_VECTOR, "--serial", "--num-workers", "1",
+                           "--total-env-steps", "24576", "--seed", "0", "--run-dir", str(run))
+    assert summary["mean_return_100"] >= 12.0, summary
     assert cli.main(["export", str(run), "--out", str(tmp_path / "m")]) == 0
     capsys.readouterr()
     model = tf.saved_model.load(str(tmp_path / "m"))

@@ -209,11 +209,9 @@ def test_observation_normalisation_learns_cartpole_whose_observations_are_offset
     """fakes:ScaledCartPole (x -> 1000 x + 1000) with the fast config, serial async: seeds
     0-5 solved in 63k-215k steps with normalize_obs (seed 0 the slowest), and seeds 0-1
     read 66 and 112 at 250k without."""
-    import io
+    from helpers import train_quietly
 
     from distributed_ac.config.schema import load_yaml
-    from distributed_ac.run.metrics import ConsoleProgress
-    from distributed_ac.training.trainer import train
 
     base = load_yaml(FAST_CONFIG)
     results = {}
@@ -222,7 +220,6 @@ def test_observation_normalisation_learns_cartpole_whose_observations_are_offset
                         "num_workers": 1, "normalize_obs": norm, "seed": 0,
                         "total_env_steps": 250_000, "stop_at_return": 475})
         with tempfile.TemporaryDirectory() as d:
-            results[norm] = train(cfg, run_dir=f"{d}/run",
-                                  progress=ConsoleProgress(cfg.total_env_steps, 60, io.StringIO()))
+            results[norm] = train_quietly(cfg, f"{d}/run", every_s=60)
     assert results[True]["solved"] and results[True]["mean_return_100"] >= 475, results[True]
     assert results[False]["mean_return_100"] < 300, results[False]  # the mechanism is the cause

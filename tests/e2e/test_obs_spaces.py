@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import SpaceSample
+from helpers import cli_train
 
 from distributed_ac.commands import main as cli
 from distributed_ac.core.errors import EnvError
@@ -118,11 +119,9 @@ QUICK = ["--serial", "--num-workers", "1", "--num-envs", "16", "--rollout-length
 
 def _train(capsys, tmp_path, env, steps, *extra):
     run = tmp_path / "run"
-    code = cli.main(["train", "--env", f"{CHOICES}:{env}", *QUICK, "--total-env-steps",
-                     str(steps), "--run-dir", str(run), *extra])
-    out = capsys.readouterr()
-    assert code == 0, out.err[-2000:]
-    return run, json.loads(out.out.strip().splitlines()[-1]), out.err
+    summary, err = cli_train(capsys, "--env", f"{CHOICES}:{env}", *QUICK, "--total-env-steps",
+                             str(steps), "--run-dir", str(run), *extra, err_tail=2000)
+    return run, summary, err
 
 
 def _evaluate(capsys, run) -> float:

@@ -6,11 +6,14 @@ import io
 import os
 import pickle
 import signal
+from functools import partial
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import policy_of, spy_on_step_inputs
 from checkpoints import checkpoint_tensors, once_and_resumed
+from helpers import train_updates
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
@@ -23,7 +26,6 @@ from distributed_ac.learning.learner import Learner
 from distributed_ac.models.cnn import bundle_size, max_pool_3x3_s2_same
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 PIXELS = "fakes:PixelChase"
 
@@ -125,14 +127,7 @@ def test_uint8_observations_reach_the_learner_as_uint8():
     batch = Batch.concat(batches)  # what crosses the object store and what the learner joins
     assert batch.obs.dtype == np.uint8 and batch.obs.shape == (4, 6, 36, 36, 1)
     assert batch.obs.max() == 255  # the agent is drawn: real frames, not zeros
-    received = []
-    step_fn = learner._step_fn
-
-    def spy(sync):  # the concrete function the step calls, and what it is called with
-        fn = step_fn(sync)
-        return lambda obs, *rest: received.append(obs) or fn(obs, *rest)
-
-    learner._step_fn = spy
+    received, step_fn = spy_on_step_inputs(learner)
     assert learner.step(batch)["applied"]
     assert received[0].dtype == np.uint8
     assert step_fn(False).structured_input_signature[0][0].dtype == tf.uint8
@@ -188,10 +183,8 @@ BASE = dict(env=PIXELS, serial=True, num_workers=1, mode="sync", seed=3, envs_pe
 K, M = 3, 2
 
 
-def run(run_dir, updates, resume=False, progress=None, **kw):
-    cfg = Config(**{**BASE, **kw}, total_env_steps=updates * BATCH)
-    progress = progress or ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
-    return train(cfg, run_dir=run_dir, resume=resume, progress=progress)
+# run(run_dir, updates, resume=False, progress=None, **fields): BASE for `updates` batches
+run = partial(train_updates, BASE)
 
 
 class InterruptAt(ConsoleProgress):
@@ -275,16 +268,13 @@ def test_evaluate_runs_a_pixel_policy(cnn_runs):
 
 
 def test_export_takes_uint8_images_and_matches_the_numpy_policy(cnn_runs, tmp_path):
-    from distributed_ac.commands.evaluate import load_trained
     from distributed_ac.commands.export import export
 
     run_dir = cnn_runs[0] / "once"
     info = export(run_dir, tmp_path / "model")
     assert info["obs_shape"] == [36, 36, 1] and info["obs_dtype"] == "uint8"
     model = tf.saved_model.load(str(tmp_path / "model"))
-    _, space, learner, _ = load_trained(run_dir)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
+    policy, _, _ = policy_of(run_dir)
     x = np.random.default_rng(1).integers(0, 256, (40, 36, 36, 1), dtype=np.uint8)
     _, want, _ = policy.act(x, np.random.default_rng(0), deterministic=True)
     np.testing.assert_array_equal(model.action(tf.constant(x)).numpy(), want)

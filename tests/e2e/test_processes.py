@@ -4,11 +4,11 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
+from helpers import popen_dac
 
 from distributed_ac.core.processes import run_in_child
 
@@ -45,14 +45,14 @@ def _default_sigint() -> None:
 def _bench_with_a_child():
     """`dac bench` measuring the learner, which runs in a child process; returns the
     command's process once that child exists, and the child."""
-    proc = subprocess.Popen([sys.executable, "-m", "distributed_ac", "bench", "--phases",
-                             "learner", "--sweep-workers", "1", "--rollout-length", "4",
-                             "--hidden-sizes", "8", "--repeats", "50", "--min-time", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            # SIGINT as a terminal delivers it: a test run started in the
-                            # background of a script inherits it ignored, and Python then
-                            # keeps ignoring it
-                            preexec_fn=_default_sigint)
+    proc = popen_dac("bench", "--phases", "learner", "--sweep-workers", "1",
+                     "--rollout-length", "4", "--hidden-sizes", "8", "--repeats", "50",
+                     "--min-time", "1", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     text=False,
+                     # SIGINT as a terminal delivers it: a test run started in the
+                     # background of a script inherits it ignored, and Python then
+                     # keeps ignoring it
+                     preexec_fn=_default_sigint)
     parent = psutil.Process(proc.pid)
 
     def phase_child():

@@ -3,28 +3,15 @@ a real batch (from the state the batch stored, with episodes starting mid-rollou
 stored state matters, the clipped surrogate's minibatches are whole sequences, a memory
 task is solved only with a core, and evaluate and export carry the state."""
 
-import io
-
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import CUE, policy_of, small_recurrent, third_batch
+from helpers import train_quietly
 
-from distributed_ac.acting.policy import Policy
-from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.learning import clipped
-from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.networks import Sequence
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
-
-CUE = "distributed_ac.envs.memory:CueMemory"
-
-
-def small(**kw) -> Config:
-    base = dict(env="CartPole-v1", num_envs=6, rollout_length=16, hidden_sizes=(16,),
-                core="lstm", core_size=8, seed=3)
-    return Config(**{**base, **kw})
 
 
 def unroll(nets, network: str, obs, state, starts):
@@ -37,14 +24,6 @@ def unroll(nets, network: str, obs, state, starts):
     return parts[f"{network}.head"](tf.reshape(out, [T * N, -1]))
 
 
-def third_batch(cfg):
-    worker = RolloutWorker(cfg, 0, limit_cpus=False)
-    learner = Learner(cfg, worker.space)
-    for _ in range(3):  # later batches start from a state the earlier ones left
-        batch = worker.collect(learner.weights())
-    return learner, batch
-
-
 @pytest.mark.parametrize("core,topology,pixels,envs", [("lstm", "separate", False, 6),
                                                        ("gru", "shared", False, 6),
                                                        ("lstm", "shared", True, 6),
@@ -53,7 +32,7 @@ def third_batch(cfg):
 def test_the_learner_unroll_reproduces_the_workers_log_probs_and_values(core, topology, pixels,
                                                                         envs):
     image = dict(env="fakes:PixelChase", torso="nature") if pixels else {}
-    learner, b = third_batch(small(core=core, topology=topology, num_envs=envs, **image))
+    learner, b = third_batch(small_recurrent(core=core, topology=topology, num_envs=envs, **image))
     T, N = b.rewards.shape
     assert b.starts[1:].any() and not b.starts[0].all()  # episodes begin mid-rollout
     assert np.abs(b.core_state["actor.core"][0]).max() > 0.01  # a state carried in
@@ -77,7 +56,7 @@ def test_the_learner_unroll_reproduces_the_workers_log_probs_and_values(core, to
 
 
 def test_a_wrong_stored_state_changes_the_learners_loss():
-    cfg = small(policy_loss="pg")
+    cfg = small_recurrent(policy_loss="pg")
     learner, b = third_batch(cfg)
     metrics, *_ = learner._run_step(b)
     zeroed = {k: [np.zeros_like(a) for a in v] for k, v in b.core_state.items()}
@@ -115,8 +94,7 @@ def memory_run(tmp_path, core: str) -> dict:
                  core=core, core_size=32, hidden_sizes=(32,), policy_loss="pg",
                  entropy_coef=0.01, actor_lr=3e-3, critic_lr=3e-3, total_env_steps=24_000,
                  log_every_s=0.001)
-    progress = ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
-    return train(cfg, run_dir=tmp_path / core, progress=progress)
+    return train_quietly(cfg, tmp_path / core)
 
 
 def test_a_memory_task_is_solved_with_a_core_and_not_without(tmp_path):
@@ -128,25 +106,21 @@ def test_a_memory_task_is_solved_with_a_core_and_not_without(tmp_path):
 
 @pytest.fixture(scope="module")
 def recurrent_run(tmp_path_factory):
-    cfg = small(serial=True, num_workers=1, total_env_steps=4 * 6 * 16, log_every_s=0.001,
-                topology="separate")
+    cfg = small_recurrent(serial=True, num_workers=1, total_env_steps=4 * 6 * 16,
+                          log_every_s=0.001, topology="separate")
     run_dir = tmp_path_factory.mktemp("recurrent") / "run"
-    train(cfg, run_dir=run_dir, progress=ConsoleProgress(cfg.total_env_steps, 1.0,
-                                                         stream=io.StringIO()))
+    train_quietly(cfg, run_dir)
     return run_dir
 
 
 def test_the_exported_model_carries_the_state_in_a_loop(recurrent_run, tmp_path):
     """SavedModel: action(obs, state) -> (action, state), stepped through an episode,
     equals the workers' policy stepping its own state; value keeps the critic's."""
-    from distributed_ac.commands.evaluate import load_trained
     from distributed_ac.commands.export import export
 
     export(recurrent_run, tmp_path / "model")
     m = tf.saved_model.load(str(tmp_path / "model"))
-    _, space, learner, _ = load_trained(recurrent_run)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
+    policy, _, _ = policy_of(recurrent_run)
     policy.reset_state(1)
     import gymnasium as gym
 

@@ -2,23 +2,23 @@
 (serial, sync, one worker, fixed seed); counters, schedules, the V_target sync phase and
 the metrics continue; a resume that would change the network is refused."""
 
-import io
 import json
+from functools import partial
 
 import numpy as np
 import pytest
 from checkpoints import checkpoint_tensors, once_and_resumed
+from helpers import train_updates
 
 from distributed_ac.commands import main as cli
-from distributed_ac.config.schema import Config
-from distributed_ac.run.metrics import ConsoleProgress, read_rows
-from distributed_ac.training.trainer import train
+from distributed_ac.run.metrics import read_rows
 
 BATCH = 4 * 8  # envs_per_worker x rollout_length
 # checkpoint_every=2 puts a boundary (and so a reseed) at K=4; target_sync_every=3 makes
 # the V_target sync phase at K=4 matter; short decay periods make both schedules move.
 # They are set, not auto: an auto schedule spans the budget, which differs between the
-# K-update session and the K+M run (tests/test_pixels.py resumes one on an unchanged budget).
+# K-update session and the K+M run (tests/e2e/test_pixels.py resumes one on an unchanged
+# budget).
 BASE = dict(serial=True, num_workers=1, mode="sync", seed=7, envs_per_worker=4,
             rollout_length=8, hidden_sizes=(16,), checkpoint_every=2, target_sync_every=3,
             actor_lr_decay_steps=3, critic_lr_decay_steps=5, entropy_coef=0.01,
@@ -26,10 +26,8 @@ BASE = dict(serial=True, num_workers=1, mode="sync", seed=7, envs_per_worker=4,
 K, M = 4, 3
 
 
-def run(run_dir, updates, resume=False, **kw):
-    cfg = Config(**{**BASE, **kw}, total_env_steps=updates * BATCH)
-    quiet = ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO())
-    return train(cfg, run_dir=run_dir, resume=resume, progress=quiet)
+# run(run_dir, updates, resume=False, **fields): BASE for `updates` batches, quiet
+run = partial(train_updates, BASE)
 
 
 @pytest.fixture(scope="module")

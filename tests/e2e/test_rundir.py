@@ -8,18 +8,13 @@ import io
 import pickletools
 
 import pytest
+from helpers import train_quietly
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import CheckpointError, RunDirError
 from distributed_ac.run import rundir
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
-
-
-def quiet(cfg: Config) -> ConsoleProgress:
-    return ConsoleProgress(cfg.total_env_steps, 1.0, io.StringIO())
 
 
 def _is_pickle(blob: bytes) -> bool:
@@ -36,7 +31,7 @@ def test_a_run_directory_holds_no_pickle_and_only_the_documented_entries(tmp_pat
     cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=2, log_every_s=0.01,
                  **{**SMALL, "total_env_steps": 4 * 32})
     run_dir = tmp_path / "run"
-    train(cfg, run_dir=run_dir, progress=quiet(cfg))
+    train_quietly(cfg, run_dir)
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.yaml",
                                                          "metrics.jsonl", "plan.yaml", "tb"]
     files = [p for p in run_dir.rglob("*") if p.is_file()]
@@ -86,9 +81,9 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
     cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=1,
                  **{**SMALL, "total_env_steps": 2 * 32})
     run_dir = tmp_path / "run"
-    train(cfg, run_dir=run_dir, progress=quiet(cfg))
+    train_quietly(cfg, run_dir)
     longer = dataclasses.replace(cfg, total_env_steps=3 * 32)
-    train(longer, run_dir=run_dir, resume=True, progress=quiet(longer))
+    train_quietly(longer, run_dir, resume=True)
     assert rundir.saved_config(rundir.open_run(run_dir)) == longer  # a resume records its settings
     kept = (run_dir / "config.yaml").read_bytes()
 
@@ -96,6 +91,6 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
         f.write_bytes(f.read_bytes()[:20])
     other = dataclasses.replace(longer, total_env_steps=5 * 32, gamma=0.9)
     with pytest.raises(CheckpointError, match="no readable checkpoint"):
-        train(other, run_dir=run_dir, resume=True, progress=quiet(other))
+        train_quietly(other, run_dir, resume=True)
     # config.yaml still names the settings the checkpoints were trained with
     assert (run_dir / "config.yaml").read_bytes() == kept

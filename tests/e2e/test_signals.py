@@ -11,12 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil  # noqa: E402
 import pytest
 import ray  # noqa: E402,F401  Ray puts its bundled psutil on sys.path
+from helpers import popen_dac
 
 from distributed_ac.config.schema import Config
 from distributed_ac.run import rundir
@@ -95,11 +95,9 @@ def communicate_or_kill(proc, timeout=EXIT_LIMIT_S):
 
 def test_sigterm_to_dac_train_checkpoints_shuts_ray_down_and_exits(tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed_ac", "train", "--run-dir", str(run_dir),
-         "--num-workers", "1", "--envs-per-worker", "4", "--rollout-length", "8",
-         "--hidden-sizes", "16", "--total-env-steps", "100000000", "--log-every-s", "0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen_dac("train", "--run-dir", str(run_dir), "--num-workers", "1",
+                     "--envs-per-worker", "4", "--rollout-length", "8", "--hidden-sizes", "16",
+                     "--total-env-steps", "100000000", "--log-every-s", "0.1")
     wait_for_rows(proc, run_dir / "metrics.jsonl", timeout=240)
     children = psutil.Process(proc.pid).children(recursive=True)
     assert any("raylet" in cmdline(c) for c in alive(children))  # really on Ray
@@ -172,10 +170,8 @@ def test_a_signal_during_start_up_is_acted_on_between_steps_not_inside_them():
 def test_ctrl_c_during_start_up_is_one_line_exit_130_and_leaves_no_ray_behind(tmp_path):
     """Ctrl-C while Ray starts and TensorFlow loads on the learner thread: one line, exit
     130, no traceback, no hang (see the test above for what used to go wrong)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed_ac", "train", "--run-dir", str(tmp_path / "run"),
-         "--num-workers", "1", "--total-env-steps", "100000000"], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    proc = popen_dac("train", "--run-dir", str(tmp_path / "run"), "--num-workers", "1",
+                     "--total-env-steps", "100000000")
     deadline = time.monotonic() + 120
     children = []
     while time.monotonic() < deadline and proc.poll() is None:  # wait until Ray is starting

@@ -2,20 +2,17 @@
 MultiDiscrete of 2s) on the workers' NumPy head, in the learner's log-probabilities and
 entropies, in a worker's batches and in a real training run."""
 
-import io
-
 import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import SpaceSample
+from helpers import train_quietly
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs.vector import make_vector_env, space_of
 from distributed_ac.models.heads import MultiCategoricalHead
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 MULTI = "distributed_ac.envs.choices:MultiChoice"
 BINARY = "distributed_ac.envs.choices:MultiBinaryChoice"
@@ -123,8 +120,7 @@ def test_multi_discrete_and_multi_binary_tasks_are_learned_near_their_optimum(en
     cfg = Config(env=env, serial=True, num_workers=1, num_envs=16, rollout_length=16,
                  hidden_sizes=(32,), policy_loss="clip", update_epochs=4, minibatch_size=64,
                  actor_lr=3e-3, critic_lr=3e-3, total_env_steps=32_000, seed=0)
-    summary = train(cfg, run_dir=tmp_path / "run",
-                    progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
+    summary = train_quietly(cfg, tmp_path / "run", every_s=5.0)
     assert summary["mean_return_100"] >= floor, summary
 
 
@@ -178,8 +174,7 @@ def test_a_task_that_needs_both_entries_of_a_dict_is_learned(tmp_path):
                  minibatch_size=64, actor_lr=3e-3, critic_lr=3e-3,
                  total_env_steps=48_000,
                  seed=0)
-    summary = train(cfg, run_dir=tmp_path / "run",
-                    progress=ConsoleProgress(cfg.total_env_steps, 5.0, io.StringIO()))
+    summary = train_quietly(cfg, tmp_path / "run", every_s=5.0)
     assert summary["mean_return_100"] >= 15.2, summary
     from distributed_ac.commands import main as cli
 

@@ -1,22 +1,18 @@
 """A run is the same run at any worker count: the plan gives every W the same learner
-batch (tests/test_plan.py), and every sub-env draws its env seed and its action noise from
-its index in the run, not from the worker that steps it (core/rng.py). So one worker and
-eight step the very same episodes; what is left between them is float rounding (BLAS
+batch (tests/unit/test_plan.py), and every sub-env draws its env seed and its action noise
+from its index in the run, not from the worker that steps it (core/rng.py). So one worker
+and eight step the very same episodes; what is left between them is float rounding (BLAS
 sums a matrix of 8 rows and one of 1 row in different orders, ~1e-7 relative)."""
 
-import io
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from checkpoints import checkpoint_tensors
+from helpers import dac, train_quietly
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.rng import draw_rows, sub_env_streams
-from distributed_ac.run.metrics import ConsoleProgress
-from distributed_ac.training.trainer import train
 
 # LunarLander: Gymnasium's SyncVectorEnv, which seeds each sub-env, and episodes of
 # different lengths (~25 end in the run, several in one update: the 100-episode window
@@ -31,8 +27,7 @@ UPDATES = 8
 
 def run(run_dir, workers: int, seed: int = BASE["seed"]) -> dict:
     cfg = Config(**{**BASE, "seed": seed}, num_workers=workers, total_env_steps=UPDATES * 8 * 32)
-    summary = train(cfg, run_dir=run_dir / f"w{workers}-s{seed}",
-                    progress=ConsoleProgress(cfg.total_env_steps, 1.0, stream=io.StringIO()))
+    summary = train_quietly(cfg, run_dir / f"w{workers}-s{seed}")
     return checkpoint_tensors(summary)
 
 
@@ -69,9 +64,8 @@ def test_two_ray_workers_train_what_one_serial_worker_trains(runs, tmp_path):
              "--hidden-sizes", "16", "--policy-loss", "clip", "--update-epochs", "2",
              "--minibatch-size", "64", "--normalize-obs", "True", "--normalize-reward",
              "--seed", "3", "--total-env-steps", str(UPDATES * 256), "--log-every-s", "0.001"]
-    out = subprocess.run([sys.executable, "-m", "distributed_ac", "train", *flags,
-                          "--num-workers", "2", "--run-dir", str(tmp_path / "ray")],
-                         capture_output=True, text=True, timeout=600)
+    out = dac("train", *flags, "--num-workers", "2", "--run-dir", str(tmp_path / "ray"),
+              timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["workers"] == 2 and summary["batches_per_update"] == 2

@@ -5,9 +5,9 @@ instead of 0.6 s and delayed every Ray server (benchmarks/RESULTS.md, Profiles).
 interpreter, so that no earlier test has imported either.
 """
 
-import subprocess
-import sys
 import textwrap
+
+from helpers import python
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -36,8 +36,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_ray_is_imported_before_the_learner_thread_starts():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         timeout=120)
+    out = python("-c", SCRIPT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     serial, ray_mode = out.stdout.splitlines()
     assert serial == "True False False"  # serial mode never imports Ray
@@ -90,8 +89,7 @@ WORKER_COUNT_SCRIPT = textwrap.dedent("""
 def test_local_ray_starts_only_the_worker_processes_the_pool_uses():
     """No idle prestarted workers: on 2 cores each one spends ~0.7 CPU-s importing Ray
     while TensorFlow imports (RESULTS.md). With Ray's default a ray::IDLE one is listed too."""
-    out = subprocess.run([sys.executable, "-c", WORKER_COUNT_SCRIPT], capture_output=True,
-                         text=True, timeout=180)
+    out = python("-c", WORKER_COUNT_SCRIPT, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines()[-1] == "['ray::_PlacedRolloutWorker']"
 
@@ -107,10 +105,9 @@ def test_more_workers_than_cores_asked_for_share_the_cores_instead_of_waiting(tm
     """Local Ray advertises as many CPUs as the workers asked for; with the machine's count
     the extra workers were never scheduled and the run hung before its first update."""
     workers = 3
-    out = subprocess.run([sys.executable, "-c", AS_IF_2_CORES, "train", "--num-workers",
-                          str(workers), "--envs-per-worker", "4", "--total-env-steps", "2048",
-                          "--run-dir", str(tmp_path / "run")],
-                         capture_output=True, text=True, timeout=300)
+    out = python("-c", AS_IF_2_CORES, "train", "--num-workers", str(workers),
+                 "--envs-per-worker", "4", "--total-env-steps", "2048",
+                 "--run-dir", str(tmp_path / "run"), timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"{workers} workers x 1 CPU need {workers} CPUs on this 2-CPU machine" in out.stderr
     started = {line.split(":")[0] for line in out.stderr.splitlines()
@@ -119,9 +116,6 @@ def test_more_workers_than_cores_asked_for_share_the_cores_instead_of_waiting(tm
 
 
 def test_matplotlib_is_hidden_only_while_tensorflow_loads():
-    import subprocess
-    import sys
-
     code = ("import importlib, sys\n"
             "from distributed_ac.training.startup import _without_matplotlib\n"
             "with _without_matplotlib():\n"
@@ -132,5 +126,5 @@ def test_matplotlib_is_hidden_only_while_tensorflow_loads():
             "        pass\n"
             "import matplotlib.pyplot\n"
             "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = python("-c", code, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -9,16 +9,14 @@ import json
 
 import numpy as np
 import pytest
+from helpers import cli_train
 
 from distributed_ac.commands import main as cli
 
 
 def _train(capsys, run, env, packages, *flags):
-    code = cli.main(["train", "--env", env, *(["--gym-packages", packages] if packages else []),
-                     "--seed", "0", "--run-dir", str(run), *flags])
-    out = capsys.readouterr()
-    assert code == 0, out.err[-3000:]
-    return json.loads(out.out.strip().splitlines()[-1]), out.err
+    return cli_train(capsys, "--env", env, *(["--gym-packages", packages] if packages else []),
+                     "--seed", "0", "--run-dir", str(run), *flags)
 
 
 def test_minigrid_empty_random_5x5_reaches_rl_zoos_ppo_figure_in_100k_steps(capsys, tmp_path):

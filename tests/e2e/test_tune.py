@@ -5,12 +5,12 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from helpers import environ_with_tests, popen_dac, write_yaml
+from paths import ROOT
 
 from distributed_ac.commands.main import main
 from distributed_ac.config.schema import Config, load_yaml
@@ -18,15 +18,8 @@ from distributed_ac.core.errors import ConfigError, UsageError
 from distributed_ac.tuning.space import TRAIN_METRIC, default_metric, parse_space
 from distributed_ac.tuning.spec import TuneSpec
 
-TESTS = os.path.dirname(__file__)
 SPACE = {"actor_lr": {"loguniform": [1e-4, 1e-2]}, "entropy_coef": {"choice": [0.0, 0.01]},
          "gamma": {"uniform": [0.95, 0.999]}, "num_envs": {"grid": [8, 16]}}
-
-
-def write(tmp_path: Path, name: str, data) -> str:
-    p = tmp_path / name
-    p.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
-    return str(p)
 
 
 # ---- the space ------------------------------------------------------------------------
@@ -87,7 +80,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_trial(tmp_path, capsys, mon
 
     monkeypatch.setattr(ray_pool, "start_ray", no_ray)
     exp = tmp_path / "exp"
-    code = main(["tune", "--space", write(tmp_path, "space.yaml", space),
+    code = main(["tune", "--space", write_yaml(tmp_path, space, "space.yaml"),
                  "--exp-dir", str(exp), *extra])
     err = capsys.readouterr().err
     assert code == 2 and says in err and err.count("\n") == 1, err
@@ -174,12 +167,10 @@ def test_an_exploit_restores_another_trials_weights_into_a_kept_learner_with_new
 
 # ---- end to end on a local Ray -----------------------------------------------------------
 
-def dac(*argv: str, **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [TESTS, os.path.dirname(TESTS), os.environ.get("PYTHONPATH", "")]),
-        **popen.pop("env", {})}
-    return subprocess.Popen([sys.executable, "-m", "distributed_ac", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+def dac(*argv: str, **variables) -> subprocess.Popen:
+    """`dac ARGV` started in a child whose PYTHONPATH holds tests/ and the repository root
+    (the trials' processes import fakes), with `variables` set besides."""
+    return popen_dac(*argv, env=environ_with_tests(ROOT, **variables))
 
 
 # two trials of one serial worker and one CPU each: they fit a 2-CPU local Ray side by side
@@ -198,7 +189,7 @@ def experiment(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("tune")
     exp = tmp / "exp"
     # evaluating during training: the metric defaults to the evaluation mean
-    code, out, err = finished(dac("tune", "--space", write(tmp, "space.yaml", GRID),
+    code, out, err = finished(dac("tune", "--space", write_yaml(tmp, GRID, "space.yaml"),
                                   "--num-samples", "1", "--exp-dir", str(exp), *SMALL,
                                   "--eval-every", "4", "--eval-episodes", "2"))
     assert code == 0, err[-3000:]
@@ -249,9 +240,9 @@ def interrupted(tmp_path_factory) -> dict:
     gate = tmp / "gate"  # while it exists, the trials' envs hold after 1024 steps
     gate.write_text("")
     exp = tmp / "exp"
-    proc = dac("tune", "--space", write(tmp, "space.yaml", GRID), "--num-samples", "1",
+    proc = dac("tune", "--space", write_yaml(tmp, GRID, "space.yaml"), "--num-samples", "1",
                "--exp-dir", str(exp), "--env", "fakes:GatedCartPole", *SMALL,
-               env={"DAC_TEST_GATE": str(gate)})
+               DAC_TEST_GATE=str(gate))
     try:
         code, out, err = interrupt_when_both_hold(proc, exp)
     finally:
@@ -284,8 +275,7 @@ def test_an_interrupted_experiment_resumes_each_trial_from_its_checkpoint(interr
 
     exp, gate = interrupted["exp"], interrupted["gate"]
     gate.unlink()
-    code, out, err = finished(dac("tune", "--resume", str(exp),
-                                  env={"DAC_TEST_GATE": str(gate)}))
+    code, out, err = finished(dac("tune", "--resume", str(exp), DAC_TEST_GATE=str(gate)))
     assert code == 0, err[-3000:]
     assert [r["env_steps"] for r in rows(exp)] == [2048, 2048]
     assert json.loads(out.splitlines()[-1])["stopped_by"] is None

@@ -3,6 +3,7 @@ whole games' raw scores; observations are uint8 channels-last stacks."""
 
 import numpy as np
 import pytest
+from batches import zero_weights
 from fakes import AtariLikeLivesGame, LivesGame
 
 from distributed_ac.acting.worker import RolloutWorker
@@ -43,8 +44,6 @@ def test_rollout_reports_whole_games_raw_scores_not_lives(monkeypatch):
     cfg = Config(env="fakes:AtariLikeLivesGame", envs_per_worker=1, rollout_length=13,
                  total_env_steps=10_000)
     w = RolloutWorker(cfg, limit_cpus=False)
-    from test_rollout import zero_weights
-
     b = w.collect(zero_weights(w.space))
     # vector steps: 4 real, reset, 3 real, reset, 3 real, reset (NEXT_STEP)
     np.testing.assert_array_equal(b.terminated[:, 0], [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0])
@@ -57,8 +56,6 @@ def test_without_game_scores_the_rollout_reports_its_own_sums():
     cfg = Config(env="fakes:AtariLikeLivesGame", envs_per_worker=1, rollout_length=13,
                  total_env_steps=10_000)
     w = RolloutWorker(cfg, limit_cpus=False)
-    from test_rollout import zero_weights
-
     b = w.collect(zero_weights(w.space))
     np.testing.assert_array_equal(b.episode_returns, [4.0, 3.0, 3.0])  # clipped, per life
 

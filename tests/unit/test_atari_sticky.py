@@ -1,6 +1,6 @@
 """Sticky actions reach ale_py's C++ AtariVectorEnv, the default build of an ALE id.
 
-tests/test_atari.py reads repeat_action_probability back from the Gymnasium-wrapper
+tests/unit/test_atari.py reads repeat_action_probability back from the Gymnasium-wrapper
 build (vectorization sync), where each sub-env exposes its ALE object; AtariVectorEnv
 exposes none, so here the setting is checked by what it does. With probability 1 the
 emulator repeats its previous action on every frame, and that action starts as NOOP:

@@ -6,12 +6,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_learner import expected_targets  # V-trace on NumPy arrays, as the learner's tests use it
+from batches import expected_targets, pg_step_losses
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import make_plan
 from distributed_ac.config.schema import Config
-from distributed_ac.learning import losses
 from distributed_ac.learning.learner import Learner
 
 
@@ -25,8 +24,7 @@ def step_losses_with_values(learner, batch, values):
                                           shape)[0].numpy()
     targets, adv = expected_targets("vtrace", cfg, dataclasses.replace(batch, values=values),
                                     logp, cfg.reward_scale)
-    return (float(losses.critic_loss(v, targets, batch.mask)[0]),
-            float(losses.actor_loss(logp, adv, 0.0, batch.mask, 0.0)[0]))
+    return pg_step_losses(v, targets, logp, adv, batch.mask)
 
 
 @pytest.mark.parametrize("sync_every", [1, 3])

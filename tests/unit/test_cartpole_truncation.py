@@ -12,8 +12,8 @@ through the worker's own MLP policy with near-deterministic logits.
 
 import numpy as np
 import pytest
+from batches import zero_weights
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
-from test_rollout import zero_weights  # the Weights layout, kept by the worker's tests
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config

@@ -16,9 +16,10 @@ import pytest
 import ray
 import ray.autoscaler
 import yaml
+from paths import CLUSTER
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-CLUSTER_DIR = Path(__file__).resolve().parents[1] / "cluster"
+CLUSTER_DIR = Path(CLUSTER)
 SCHEMA_PATH = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
 TOP_LEVEL_KIND = re.compile(r"^kind:", re.MULTILINE)
 RAY_IMAGE_TAG = re.compile(r"rayproject/ray:(\d+\.\d+\.\d+)")

@@ -3,12 +3,11 @@
 CPU, TensorFlow imported with oneDNN's kernels on; an MLP run keeps separate networks
 and TensorFlow's own default."""
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from helpers import environ_without, python
 
 from distributed_ac.config.schema import Config
 from distributed_ac.envs.choices import ImageVectorMultiChoice
@@ -61,11 +60,8 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(env: str, **environ) -> str:
-    import os
-
-    env_vars = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    out = subprocess.run([sys.executable, "-c", PROBE, env], capture_output=True, text=True,
-                         env={**env_vars, **environ}, timeout=300)
+    out = python("-c", PROBE, env, env=environ_without("TF_ENABLE_ONEDNN_OPTS", **environ),
+                 timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()[-1]
 

@@ -3,9 +3,9 @@ and `dac` turns each into one line and exit code 2."""
 
 import importlib
 import pkgutil
-import subprocess
-import sys
 import textwrap
+
+from helpers import python
 
 import distributed_ac
 from distributed_ac.core import errors
@@ -54,8 +54,7 @@ def test_a_native_crash_under_dac_prints_every_threads_stack_and_marks_the_fault
         t.start()
         t.join()
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120)
+    out = python("-c", script, timeout=120)
     assert out.returncode == -11, (out.returncode, out.stderr[-2000:])
     current = out.stderr.split("Current thread", 1)
     assert len(current) == 2, out.stderr[-2000:]

@@ -1,11 +1,9 @@
 """The package's imports go one way: no module imports one that imports it back (the
 layers between packages are import-linter's contracts in pyproject.toml, run by CI)."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import grimp
+from helpers import python
+from paths import ROOT
 
 
 def test_no_module_of_the_package_is_in_an_import_cycle():
@@ -19,7 +17,6 @@ def test_no_module_of_the_package_is_in_an_import_cycle():
 def test_the_layer_contracts_hold():
     # In a child: import-linter's CLI reconfigures logging, which would disable every
     # logger this test process has already made.
-    out = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports; "
-                          "raise SystemExit(lint_imports())"], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[1], timeout=300)
+    out = python("-c", "from importlinter.cli import lint_imports; "
+                 "raise SystemExit(lint_imports())", cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:]

@@ -1,12 +1,11 @@
 """The worker's NumPy policy equals the learner's Keras networks, and stays light."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import python
 
 from distributed_ac.acting.policy import VALUE_BLOCK, Policy
 from distributed_ac.acting.worker import RolloutWorker
@@ -88,8 +87,7 @@ print(json.dumps({"tf": "tensorflow" in sys.modules, "keras": "keras" in sys.mod
 
 
 def test_rollout_worker_imports_no_tensorflow_and_stays_under_200mb():
-    out = subprocess.run([sys.executable, "-c", WORKER_PROBE], capture_output=True, text=True,
-                         check=True)
+    out = python("-c", WORKER_PROBE, check=True)
     facts = json.loads(out.stdout.strip().splitlines()[-1])
     assert not facts["tf"] and not facts["keras"] and not facts["ray"]
     assert facts["rss_mb"] < 200, facts

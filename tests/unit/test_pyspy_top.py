@@ -1,15 +1,11 @@
 """benchmarks/pyspy_top.py: the py-spy summary quoted in benchmarks/RESULTS.md."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+from paths import load_benchmark
 
-PATH = pathlib.Path(__file__).parent.parent / "benchmarks" / "pyspy_top.py"
-spec = importlib.util.spec_from_file_location("pyspy_top", PATH)
-pyspy_top = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(pyspy_top)
+pyspy_top = load_benchmark("pyspy_top")
 
 # py-spy `record -f raw --subprocesses`: one collapsed stack per line, then its count.
 RAW = """\

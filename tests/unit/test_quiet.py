@@ -1,16 +1,17 @@
 """TensorFlow's C++ start-up lines stay off the console; any other line still gets out.
 Fresh interpreters: the lines are printed once per process, by the first import."""
 
-import os
 import subprocess
-import sys
 import textwrap
+
+from helpers import environ_without, python
 
 
 def run(code: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=180, env=env)
+    """`code` in a fresh interpreter without TF_CPP_MIN_LOG_LEVEL (conftest sets it):
+    TensorFlow's C++ logging as a user's process has it."""
+    return python("-c", textwrap.dedent(code), timeout=180,
+                  env=environ_without("TF_CPP_MIN_LOG_LEVEL"))
 
 
 def test_tensorflow_loads_and_lists_devices_without_a_line_on_stderr():

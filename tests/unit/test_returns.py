@@ -1,8 +1,12 @@
 """GAE and V-trace against slow NumPy references written like the formulas."""
 
+from functools import partial
+
+import batches
 import numpy as np
 import pytest
 import tensorflow as tf
+from batches import numpy_of
 
 from distributed_ac.learning.advantages import gae, truncated_importance_weights, vtrace
 
@@ -51,30 +55,8 @@ def vtrace_reference(
     return vs[:-1] * mask, pg * mask
 
 
-def random_rollout(seed, T=12, N=5, p_done=0.2):
-    """Random rollout whose mask is consistent with NEXT_STEP autoreset.
-
-    The step after a terminated or truncated step is a reset step (mask 0, reward 0,
-    flags 0); step 0 is a reset step in some sub-envs (the previous rollout ended there).
-    """
-    rng = np.random.default_rng(seed)
-    rewards = rng.normal(size=(T, N)).astype(np.float32)
-    values = rng.normal(size=(T + 1, N)).astype(np.float32)
-    terminated = np.zeros((T, N), np.float32)
-    truncated = np.zeros((T, N), np.float32)
-    mask = np.ones((T, N), np.float32)
-    mask[0] = rng.random(N) >= 0.3
-    for t in range(T):
-        for n in range(N):
-            if t > 0 and (terminated[t - 1, n] or truncated[t - 1, n]):
-                mask[t, n] = 0
-            if mask[t, n] == 0:
-                rewards[t, n] = 0
-                continue
-            u = rng.random()
-            terminated[t, n] = u < p_done / 2
-            truncated[t, n] = p_done / 2 <= u < p_done
-    return rewards, values, terminated, truncated, mask
+# a rollout whose mask is consistent with NEXT_STEP autoreset (batches.random_rollout)
+random_rollout = partial(batches.random_rollout, T=12, N=5, p_done=0.2, p_start_reset=0.3)
 
 
 def logps(seed, T=12, N=5, scale=0.5):
@@ -82,10 +64,6 @@ def logps(seed, T=12, N=5, scale=0.5):
     blogp = rng.normal(-1.0, scale, size=(T, N)).astype(np.float32)
     tlogp = (blogp + rng.normal(0.0, scale, size=(T, N))).astype(np.float32)
     return blogp, tlogp
-
-
-def np_all(*tensors):
-    return [t.numpy() for t in tensors]
 
 
 # --- GAE ------------------------------------------------------------------------------
@@ -96,7 +74,7 @@ def np_all(*tensors):
 def test_gae_matches_numpy_reference(seed, lam):
     batch = random_rollout(seed)
     expected = gae_reference(*batch, gamma=0.97, lam=lam)
-    got = np_all(*gae(*batch, gamma=0.97, lam=lam))
+    got = numpy_of(*gae(*batch, gamma=0.97, lam=lam))
     np.testing.assert_allclose(got[0], expected[0], atol=ATOL)
     np.testing.assert_allclose(got[1], expected[1], atol=ATOL)
 
@@ -104,8 +82,8 @@ def test_gae_matches_numpy_reference(seed, lam):
 def test_gae_inside_tf_function_matches_eager():
     batch = random_rollout(3)
     graph_gae = tf.function(gae)
-    eager = np_all(*gae(*batch, gamma=0.9, lam=0.8))
-    graph = np_all(*graph_gae(*[tf.constant(x) for x in batch], gamma=0.9, lam=0.8))
+    eager = numpy_of(*gae(*batch, gamma=0.9, lam=0.8))
+    graph = numpy_of(*graph_gae(*[tf.constant(x) for x in batch], gamma=0.9, lam=0.8))
     np.testing.assert_allclose(graph[0], eager[0], atol=ATOL)
     np.testing.assert_allclose(graph[1], eager[1], atol=ATOL)
 
@@ -208,8 +186,8 @@ def test_vtrace_matches_numpy_reference(seed, lam, rho_bar, c_bar, pg_bootstrap)
     batch = random_rollout(seed)
     blogp, tlogp = logps(seed)
     expected = vtrace_reference(blogp, tlogp, *batch, 0.95, lam, rho_bar, c_bar, pg_bootstrap)
-    got = np_all(*vtrace(blogp, tlogp, *batch, 0.95, lam=lam, rho_bar=rho_bar, c_bar=c_bar,
-                         pg_bootstrap=pg_bootstrap))
+    got = numpy_of(*vtrace(blogp, tlogp, *batch, 0.95, lam=lam, rho_bar=rho_bar, c_bar=c_bar,
+                           pg_bootstrap=pg_bootstrap))
     np.testing.assert_allclose(got[0], expected[0], atol=ATOL)
     np.testing.assert_allclose(got[1], expected[1], atol=ATOL)
 
@@ -217,8 +195,8 @@ def test_vtrace_matches_numpy_reference(seed, lam, rho_bar, c_bar, pg_bootstrap)
 def test_vtrace_inside_tf_function_matches_eager():
     batch = [tf.constant(x) for x in random_rollout(7)]
     blogp, tlogp = logps(7)
-    eager = np_all(*vtrace(blogp, tlogp, *batch, 0.9, lam=0.9, rho_bar=1.5))
-    graph = np_all(*tf.function(vtrace)(blogp, tlogp, *batch, 0.9, lam=0.9, rho_bar=1.5))
+    eager = numpy_of(*vtrace(blogp, tlogp, *batch, 0.9, lam=0.9, rho_bar=1.5))
+    graph = numpy_of(*tf.function(vtrace)(blogp, tlogp, *batch, 0.9, lam=0.9, rho_bar=1.5))
     np.testing.assert_allclose(graph[0], eager[0], atol=ATOL)
     np.testing.assert_allclose(graph[1], eager[1], atol=ATOL)
 

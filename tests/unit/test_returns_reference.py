@@ -1,6 +1,6 @@
 """GAE and V-trace against their explicit-sum (non-recursive) definitions.
 
-tests/test_returns.py compares both estimators with NumPy loops that run the same
+tests/unit/test_returns.py compares both estimators with NumPy loops that run the same
 backward recursion as learning/advantages.py, so a mistake shared by the recursion and
 its copy would pass there. Here each output is the sum the papers write down, term by
 term:
@@ -14,6 +14,7 @@ end of the rollout, and before a mask-0 reset step; a reset step's own outputs a
 
 import numpy as np
 import pytest
+from batches import numpy_of, random_rollout
 
 from distributed_ac.learning.advantages import gae, vtrace
 
@@ -98,27 +99,14 @@ def vtrace_by_sums(blogp, tlogp, rewards, values, terminated, truncated, mask, g
 # --- inputs ---------------------------------------------------------------------------
 
 
-def rollout(seed, T=10, N=6, p_end=0.25):
+def rollout(seed):
     """Random [T, N] inputs with NEXT_STEP-consistent flags: after a terminated or
     truncated step comes a mask-0 reset step (reward 0, flags 0); some sub-envs open the
     rollout with one (their episode ended in the previous rollout)."""
-    rng = np.random.default_rng(seed)
-    rewards = rng.normal(size=(T, N)).astype(np.float32)
-    values = rng.normal(size=(T + 1, N)).astype(np.float32)
-    terminated, truncated = np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)
-    mask = np.ones((T, N), np.float32)
-    mask[0] = rng.random(N) > 0.25
-    for t in range(T):
-        for n in range(N):
-            if t and (terminated[t - 1, n] or truncated[t - 1, n]):
-                mask[t, n] = 0
-            if mask[t, n] == 0:
-                rewards[t, n] = 0.0
-                continue
-            u = rng.random()
-            terminated[t, n], truncated[t, n] = u < p_end / 2, p_end / 2 <= u < p_end
+    batch = random_rollout(seed, T=10, N=6, p_done=0.25, p_start_reset=0.25)
+    _, _, terminated, truncated, mask = batch
     assert terminated.any() and truncated.any() and not mask.all()  # every case is in
-    return rewards, values, terminated, truncated, mask
+    return batch
 
 
 def straddling_logps(seed, shape, rho_bar, c_bar):
@@ -132,10 +120,6 @@ def straddling_logps(seed, shape, rho_bar, c_bar):
     if c_bar < rho_bar:
         assert ((ratio > c_bar) & (ratio < rho_bar)).any()
     return blogp, tlogp
-
-
-def numpy_of(*tensors):
-    return [t.numpy() for t in tensors]
 
 
 # --- GAE ------------------------------------------------------------------------------

@@ -13,10 +13,11 @@ compiled step trained on.
 import gymnasium as gym
 import numpy as np
 import pytest
+from batches import pg_step_losses
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
-from distributed_ac.learning import advantages, losses
+from distributed_ac.learning import advantages
 from distributed_ac.learning.learner import Learner
 
 CLIP = 10.0  # the documented clip of |reward / std(return)|
@@ -78,12 +79,11 @@ def losses_of(cfg, batch, v, rewards):
     """(critic loss, actor loss) of a pg step whose GAE targets use `rewards`."""
     targets, adv = advantages.gae(rewards, batch.values, batch.terminated, batch.truncated,
                                batch.mask, cfg.gamma, cfg.gae_lambda)
-    return (float(losses.critic_loss(v, targets, batch.mask)[0]),
-            float(losses.actor_loss(batch.behaviour_logp, adv, 0.0, batch.mask, 0.0)[0]))
+    return pg_step_losses(v, targets, batch.behaviour_logp, adv, batch.mask)
 
 
 def test_rewards_are_divided_by_the_return_std_before_the_batch_then_clipped_then_scaled():
-    cfg = Config(env="test_reward_normalization:Jackpots", envs_per_worker=4,
+    cfg = Config(env="unit.test_reward_normalization:Jackpots", envs_per_worker=4,
                  rollout_length=16, total_env_steps=10_000, mode="sync", normalize_reward=True,
                  reward_scale=0.5, gamma=0.9, gae_lambda=0.95, normalize_advantages=False,
                  hidden_sizes=(8,))

@@ -1,25 +1,12 @@
 """RolloutWorker: batch layout, the NEXT_STEP reset mask, termination vs truncation."""
 
 import numpy as np
+from batches import zero_weights
 
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.envs.vector import EnvSpace
-
-
-def zero_weights(space: EnvSpace, hidden=(4,)) -> Weights:
-    """All-zero kernels: a uniform policy, and V_target = 0.5 everywhere (its biases)."""
-    def dense(n_in, n_out, bias):
-        return [np.zeros((n_in, n_out), np.float32), np.full(n_out, bias, np.float32)]
-
-    parts = {"actor.encoder": dense(space.obs_dim, hidden[0], 0.0),
-             "actor.head": dense(hidden[0], space.num_actions, 0.0),
-             "v_target.encoder": dense(space.obs_dim, hidden[0], 0.5),
-             "v_target.head": dense(hidden[0], 1, 0.5)}
-    if not space.discrete:
-        parts["actor.log_std"] = [np.zeros(space.num_actions, np.float32)]
-    return Weights(version=7, target_version=3, parts=parts)
 
 
 def worker(env="fakes:Countdown", n=2, t=8, **kw) -> RolloutWorker:

@@ -23,7 +23,13 @@ from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs.atari import Preprocess, make_single
 from distributed_ac.envs.packages import import_packages
-from distributed_ac.envs.vector import made, resolve_env_id, space_for
+from distributed_ac.envs.multiagent import ACTIVE_KEY, ParallelVectorEnv
+from distributed_ac.envs.vector import (
+    made,
+    make_parallel_vector_env,
+    resolve_env_id,
+    space_for,
+)
 from distributed_ac.models.spec import ModelSpec
 
 SEED_OFFSET = 2**31  # training hands out seeds below this, so no training start repeats
@@ -42,9 +48,13 @@ def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
         # rgb_array frames need no display; without this SDL (pygame) looks for one and
         # complains on a headless machine.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    kwargs = {"render_mode": render_mode} if render_mode else {}
+    parallel = make_parallel_vector_env(cfg.env, 1, cfg.agent_id, cfg.vectorization,
+                                        Preprocess.of(cfg, training=False), **kwargs)
+    if parallel is not None:  # a PettingZoo env: one copy, a row per agent
+        return parallel
     return made(cfg.env, lambda: make_single(env_id, Preprocess.of(cfg, training=False),
-                                             **({"render_mode": render_mode} if render_mode
-                                                else {})))
+                                             **kwargs))
 
 
 def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bool, seed: int,
@@ -54,6 +64,8 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
     episode i is reset with seed `seed + i` and actions are sampled from a generator seeded
     with `seed`, so the same weights give the same numbers. `stop`, once set, ends the
     play at the next step (the numbers are then partial: a caller that sets it drops them)."""
+    if isinstance(env, ParallelVectorEnv):
+        return play_agent_episodes(env, policy, episodes, deterministic, seed, env_name, stop)
     rng = np.random.default_rng(seed)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
     for i in range(episodes):
@@ -72,6 +84,42 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
             returns[i] += float(reward)
             lengths[i] += 1
             done = terminated or truncated
+    return returns, lengths
+
+
+def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
+                        deterministic: bool, seed: int, env_name: str,
+                        stop: threading.Event | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """play_episodes on one copy of a PettingZoo env, every agent a row acted for by the
+    one policy: an episode's return is the mean of its agents' returns (each agent's
+    sum of its own rewards: what training's per-agent episodes average to when every
+    agent lives the whole episode), its length the number of steps until no agent is
+    alive."""
+    rng = np.random.default_rng(seed)
+    returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
+    n = env.num_envs
+    for i in range(episodes):
+        obs, info = env.reset(seed=seed + i)
+        alive, starts = info[ACTIVE_KEY], np.ones(n, bool)
+        took_part, sums = alive.copy(), np.zeros(n)
+        policy.reset_state(n)
+        while alive.any():
+            if stop is not None and stop.is_set():
+                return returns, lengths
+            x, legal = policy.space.as_batch(obs, n), policy.space.action_masks(obs, n)
+            if legal is not None:
+                legal[~alive] = True  # rows without an agent: their action is not used
+                if len(policy.rows_without_choice(legal)):
+                    raise EnvError(f"env '{env_name}' allowed no action at step {lengths[i]} "
+                                   f"of evaluation episode {i} (its action_mask is all 0)")
+            _, action, _ = policy.act(x, rng, deterministic, starts=starts, legal=legal)
+            obs, reward, _, _, info = env.step(action)
+            sums += np.where(alive, reward, 0.0)
+            starts = info[ACTIVE_KEY] & ~alive
+            alive = info[ACTIVE_KEY]
+            took_part |= alive
+            lengths[i] += 1
+        returns[i] = sums[took_part].mean()
     return returns, lengths
 
 

@@ -19,6 +19,7 @@ from distributed_ac.core.normalization import moments
 from distributed_ac.core.obs import concat, stack, tree_map
 from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.envs import atari
+from distributed_ac.envs.multiagent import ACTIVE_KEY
 from distributed_ac.envs.vector import (
     configured_space,
     reset_seeds,
@@ -71,14 +72,18 @@ class RolloutWorker:
             limit_threads(cfg.worker_cpus)
         self.cfg = cfg
         self.worker_id = worker_id
-        self.num_envs = num_envs or cfg.envs_per_worker or cfg.num_envs
-        self.envs = vector_env_for(cfg, self.num_envs)
+        copies = num_envs or cfg.envs_per_worker or cfg.num_envs
+        self.envs = vector_env_for(cfg, copies)
+        # A PettingZoo env's copies have a row per agent (envs/multiagent.py): the
+        # worker's sub-envs are those rows, numbered in the run copy by copy.
+        rows = self.envs.num_envs // copies
+        self.num_envs = self.envs.num_envs
         # ALE envs learn from lives and clipped rewards but report whole games' raw
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
         self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
-        self.first_env = worker_id * self.num_envs if first_env is None else first_env
+        self.first_env = (worker_id * copies if first_env is None else first_env) * rows
         self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
@@ -101,6 +106,8 @@ class RolloutWorker:
         if legal is None:
             return None
         legal[self._after_done] = True
+        if self._active is not None:  # an agent not alive has nothing to choose
+            legal[~self._active] = True
         stuck = self.policy.rows_without_choice(legal)
         if len(stuck):
             n = int(stuck[0])
@@ -123,10 +130,12 @@ class RolloutWorker:
         """Reset every sub-env, and start its sampling stream, from `seed` and the
         sub-env's index in the run (core/rng.py: the same draws at any worker count)."""
         env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
-        obs, _ = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
+        obs, info = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
         self._obs = self._as_obs(obs)
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
+        # multi-agent rows: whose agent is alive in this obs (acts next); None otherwise
+        self._active = info.get(ACTIVE_KEY)
         self.policy.reset_state(self.num_envs)
 
     def reseed(self, seed: int) -> None:
@@ -159,6 +168,8 @@ class RolloutWorker:
             raise EnvStepError(f"env '{self.cfg.env}' raised in worker {self.worker_id}, "
                                f"{sub_env_of(e)}: {type(e).__name__}: {e}") from None
         real = ~self._after_done
+        if self._active is not None:  # a row whose agent was not alive took no step
+            real &= self._active
         self._ep_return += np.where(real, r, 0.0)
         self._ep_length += real
         done = np.logical_or(te, tr) & real
@@ -171,6 +182,10 @@ class RolloutWorker:
         # step, so the two names never share one)
         self._starts = self._after_done
         self._after_done = np.logical_or(te, tr)
+        if self._active is not None:  # an agent's first observation starts its episode
+            active = infos[ACTIVE_KEY]
+            self._starts = self._starts | (active & ~self._active)
+            self._active = active
         self._obs = self._as_obs(next_obs)
         return r, te, tr, real, ended
 

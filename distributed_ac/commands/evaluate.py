@@ -22,6 +22,7 @@ from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import MissingDependency, UsageError
+from distributed_ac.envs.multiagent import ParallelVectorEnv
 from distributed_ac.envs.vector import space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
 from distributed_ac.run.rundir import open_run, open_trained, saved_config
@@ -66,6 +67,10 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
     env = make_eval_env(cfg, render_mode="rgb_array" if video else None)
     if video is None:
         return env
+    if isinstance(env, ParallelVectorEnv):
+        env.close()
+        raise UsageError(f"--video: '{cfg.env}' is a PettingZoo env; its episodes are not "
+                         "recorded (evaluate it without --video)")
     if env.render_mode != "rgb_array":
         env.close()
         raise UsageError(f"--video: '{cfg.env}' does not render rgb_array frames "

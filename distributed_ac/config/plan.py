@@ -36,12 +36,14 @@ class RunPlan:
     """Passes over each learner batch (1 for the pg loss)."""
     updates: int
     """Updates the env-step budget makes: what an auto learning-rate schedule spans."""
+    rows_per_env: int = 1
+    """Rows each sub-env adds to a batch: a PettingZoo env's agents, else 1."""
 
     @property
     def learner_batch(self) -> int:
         """Samples in a learner batch (with equal worker batches; nominal otherwise)."""
         per_worker = sorted(self.envs, reverse=True)[:self.batches_per_update]
-        return sum(per_worker) * self.rollout_length
+        return sum(per_worker) * self.rows_per_env * self.rollout_length
 
     def first_env(self, worker: int) -> int:
         """The index among the run's sub-envs of `worker`'s first (what seeds them)."""
@@ -61,10 +63,12 @@ class RunPlan:
         """The plan in one line: workers, sub-envs, learner batch and expected lag."""
         low, high = min(self.envs), max(self.envs)
         each = f"{low}" if low == high else f"{low}-{high}"
+        agents = f" (x {self.rows_per_env} agents)" if self.rows_per_env > 1 else ""
         gathered = ("" if mode == "sync" else
                     f", {self.batches_per_update} worker batch(es) an update (policy lag ~"
                     f"{self.expected_lag:g})")
-        return (f"{self.workers} rollout worker(s), {each} envs each, mode {mode}{gathered}; "
+        return (f"{self.workers} rollout worker(s), {each} envs{agents} each, "
+                f"mode {mode}{gathered}; "
                 f"learner batch {self.learner_batch:,d} samples, "
                 f"{self.optimizer_steps_per_update} optimizer step(s) an update, "
                 f"{self.updates:,d} updates planned")
@@ -89,18 +93,20 @@ def split_envs(num_envs: int, workers: int) -> tuple[int, ...]:
     return tuple(max(1, base + (i < extra)) for i in range(workers))
 
 
-def make_plan(cfg: Config, workers: int) -> RunPlan:
-    """The plan of `cfg` on `workers` rollout workers."""
+def make_plan(cfg: Config, workers: int, rows_per_env: int = 1) -> RunPlan:
+    """The plan of `cfg` on `workers` rollout workers, each sub-env adding
+    `rows_per_env` rows to a batch (a PettingZoo env's agents)."""
     envs = ((cfg.envs_per_worker,) * workers if cfg.envs_per_worker
             else split_envs(cfg.num_envs, workers))
     per_update = _joined_batches(cfg, envs)
-    samples = sum(sorted(envs, reverse=True)[:per_update]) * cfg.rollout_length
+    samples = sum(sorted(envs, reverse=True)[:per_update]) * rows_per_env * cfg.rollout_length
     clip = cfg.policy_loss == "clip"
     minibatches = minibatch_count(samples, cfg.minibatch_size) if clip else 1
     return RunPlan(workers=workers, envs=envs, rollout_length=cfg.rollout_length,
                    batches_per_update=per_update, minibatches=minibatches,
                    epochs=cfg.update_epochs if clip else 1,
-                   updates=max(1, -(-cfg.total_env_steps // samples)))
+                   updates=max(1, -(-cfg.total_env_steps // samples)),
+                   rows_per_env=rows_per_env)
 
 
 def _joined_batches(cfg: Config, envs: tuple[int, ...]) -> int:

@@ -40,6 +40,8 @@ class Config:
     """Image observations: stack the newest frame_stack frames along the channels; 0 = auto: 4 for ALE ids, 1 (no stack) otherwise."""
     sticky_actions: Optional[float] = None
     """ALE ids only: probability that the previous action is repeated on each frame (sticky actions, Machado et al. 2018); null = the id's own, 0.25 for the v5 ids."""
+    agent_id: bool = True
+    """PettingZoo envs of more than one agent (one policy shared by all): each agent's observation gets the one-hot of its index in possible_agents, as an observation entry `agent_id`, so the policy can tell the agents apart; false (--no-agent-id) = the agents' own observations only."""
 
     # --- execution ---------------------------------------------------------------
     mode: Literal["sync", "async"] = "async"

@@ -18,6 +18,7 @@ import numpy as np
 
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs import structured
+from distributed_ac.envs.multiagent import ParallelVectorEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,9 @@ class EnvSpace:
     obs_dtype: str = "float32"  # "uint8" for byte images, which stay bytes until the graph
     # observation entries left out of what the networks read (text), said at start-up
     dropped: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    # rows each sub-env adds to a batch: a PettingZoo env's possible agents
+    # (envs/multiagent.py), 1 for a Gymnasium env; what the run plan counts samples by
+    agents: int = 1
 
     def __post_init__(self):
         if not self.obs_shape:
@@ -126,6 +130,8 @@ def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
     obs_space, act_space = venv.single_observation_space, venv.single_action_space
     parts = structured.split(obs_space, act_space, env, observe_mask, text_obs)
     space = _space(parts.obs_space if parts else obs_space, act_space, env)
+    if isinstance(venv.unwrapped, ParallelVectorEnv):
+        space = dataclasses.replace(space, agents=venv.unwrapped.num_agents)
     if parts is None:
         return space
     if parts.mask_size and parts.mask_size != space.num_actions:

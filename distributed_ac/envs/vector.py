@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from distributed_ac.core.errors import BadInput, EnvError
-from distributed_ac.envs import atari
+from distributed_ac.envs import atari, multiagent
 from distributed_ac.envs.packages import import_packages, unknown_id_hint
 from distributed_ac.envs.space import EnvSpace, space_of
 
@@ -37,16 +37,53 @@ def resolve_env_id(env: str) -> str:
                            f"{unknown_id_hint(env)})")
         return env
     module_name, _, attr = env.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # any import-time failure of user code is reported as one line
-        raise EnvError(f"cannot import entry point module '{module_name}': {type(e).__name__}: {e}") from None
-    if not callable(getattr(module, attr, None)):
-        raise EnvError(f"entry point '{env}': module '{module_name}' has no callable '{attr}'")
+    _entry_point(env)
     env_id = f"dac-{module_name}.{attr}-v0"
     if env_id not in gym.registry:
         gym.register(id=env_id, entry_point=env)
     return env_id
+
+
+def _entry_point(env: str):
+    """The callable a `module:attr` entry point names (its module imported)."""
+    module_name, _, attr = env.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # any import-time failure of user code is reported as one line
+        raise EnvError(f"cannot import entry point module '{module_name}': {type(e).__name__}: {e}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise EnvError(f"entry point '{env}': module '{module_name}' has no callable '{attr}'")
+    return factory
+
+
+def parallel_maker_of(env: str):
+    """For a `module:attr` entry point that makes PettingZoo envs, a callable making one
+    ParallelEnv (envs/multiagent.py); None for every other env."""
+    if ":" not in env:
+        return None
+    factory = _entry_point(env)
+    return made(env, lambda: multiagent.parallel_maker(env, factory))
+
+
+def make_parallel_vector_env(env: str, num_envs: int, agent_id: bool = True,
+                             vectorization: str = "auto", preprocess: atari.Preprocess | None = None,
+                             **make_kwargs) -> multiagent.ParallelVectorEnv | None:
+    """`num_envs` copies of a PettingZoo entry point's env as one checked vector env of
+    num_envs x agents rows (each copy made with `make_kwargs`); None when `env` makes
+    Gymnasium envs. The copies are stepped in this process, without preprocessing."""
+    maker = parallel_maker_of(env)
+    if maker is None:
+        return None
+    if vectorization not in ("auto", "sync"):
+        raise EnvError(f"'{env}' is a PettingZoo env, whose copies are stepped in their "
+                       f"worker's process: vectorization auto or sync, not {vectorization}")
+    p = preprocess or atari.Preprocess()
+    if p.wanted or p.sticky_actions is not None or p.info_mask:
+        raise EnvError(f"'{env}' is a PettingZoo env: frame_size, grayscale, frame_stack, "
+                       "sticky_actions and info_action_mask apply to Gymnasium envs only")
+    return _checked(made(env, lambda: multiagent.ParallelVectorEnv(
+        lambda: maker(**make_kwargs), num_envs, agent_id, env)), env)
 
 
 class _NameSubEnvErrors(gym.Wrapper):
@@ -85,9 +122,14 @@ def _vector_mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str
 
 
 def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
-                    preprocess: atari.Preprocess | None = None) -> gym.vector.VectorEnv:
+                    preprocess: atari.Preprocess | None = None,
+                    agent_id: bool = True) -> gym.vector.VectorEnv:
     """A checked VectorEnv of `num_envs` sub-envs in NEXT_STEP autoreset mode, each
-    preprocessed as atari.py says (ALE ids always; other envs as `preprocess` asks)."""
+    preprocessed as atari.py says (ALE ids always; other envs as `preprocess` asks); a
+    PettingZoo env's copies as num_envs x agents rows (make_parallel_vector_env)."""
+    parallel = make_parallel_vector_env(env, num_envs, agent_id, vectorization, preprocess)
+    if parallel is not None:
+        return parallel
     env_id = resolve_env_id(env)
     preprocess = preprocess or atari.Preprocess()
     if atari.is_ale(env_id) and vectorization in ("auto", "vector_entry_point"):
@@ -115,6 +157,8 @@ def reset_seeds(venv: gym.vector.VectorEnv, seeds: list[int]):
     Gymnasium's Sync/AsyncVectorEnv, an array for ale_py's AtariVectorEnv. An env's own
     vector class (CartPole's) takes one seed for all its sub-envs: seeds[0]."""
     inner = venv.unwrapped
+    if isinstance(inner, multiagent.ParallelVectorEnv):  # one seed a copy, not a row
+        return list(seeds[::inner.num_agents])
     if isinstance(inner, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv)):
         return list(seeds)
     if type(inner).__name__ == "AtariVectorEnv":  # ale_py's, imported only when used
@@ -154,14 +198,16 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
     """make_vector_env for a Config: its env, vectorization and preprocessing (after
     importing its gym_packages, in whichever process this runs)."""
     import_packages(cfg.gym_packages)
-    return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg))
+    return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg),
+                           cfg.agent_id)
 
 
 def space_for(cfg) -> EnvSpace:
     """The spaces of a Config's env as its workers make it (preprocessing included)."""
     import_packages(cfg.gym_packages)
     return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
-                       not cfg.ignore_action_mask, cfg.observe_action_mask, cfg.text_obs)
+                       not cfg.ignore_action_mask, cfg.observe_action_mask, cfg.text_obs,
+                       cfg.agent_id)
 
 
 def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
@@ -172,9 +218,14 @@ def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
 
 def probe_space(env: str, vectorization: str = "auto",
                 preprocess: atari.Preprocess | None = None, use_mask: bool = True,
-                observe_mask: bool = False, text_obs: str = "drop") -> EnvSpace:
-    """Make a one-env vector env just long enough to read its spaces (space_of)."""
-    venv = make_vector_env(env, 1, "sync" if vectorization == "async" else vectorization, preprocess)
+                observe_mask: bool = False, text_obs: str = "drop",
+                agent_id: bool = True) -> EnvSpace:
+    """Make a one-env vector env just long enough to read its spaces (space_of); an
+    async one is probed sync (no subprocess for one look), except a PettingZoo env's,
+    which refuses async as its workers would."""
+    if vectorization == "async" and parallel_maker_of(env) is None:
+        vectorization = "sync"
+    venv = make_vector_env(env, 1, vectorization, preprocess, agent_id)
     try:
         return space_of(venv, env, use_mask, observe_mask, text_obs)
     finally:

@@ -44,13 +44,15 @@ def start_ray(address: str | None, dashboard: bool, num_cpus: int | None = None)
     ray_cluster.start(address, dashboard, num_cpus)
 
 
-def make_pool(cfg: Config, address: str | None, dashboard: bool) -> "RayPool":
-    """Start or join Ray, then the pool's workers (as many as the CPUs hold unless set)."""
+def make_pool(cfg: Config, address: str | None, dashboard: bool,
+              rows_per_env: int = 1) -> "RayPool":
+    """Start or join Ray, then the pool's workers (as many as the CPUs hold unless set);
+    `rows_per_env`: the rows each sub-env adds to a batch (EnvSpace.agents)."""
     load(local=not address)
     start_ray(address, dashboard, num_cpus=None if address else local_num_cpus(cfg))
     workers = cfg.num_workers or auto_workers(cfg, ray.cluster_resources().get("CPU", 1.0),
                                               local=not address)
-    return RayPool(cfg, make_plan(cfg, workers))
+    return RayPool(cfg, make_plan(cfg, workers, rows_per_env))
 
 
 class _PlacedRolloutWorker(RolloutWorker):

@@ -45,10 +45,11 @@ def load_ray(cfg: Config, address: str | None):
     return ray_pool
 
 
-def make_pool(cfg: Config, address: str | None, dashboard: bool) -> Pool:
+def make_pool(cfg: Config, address: str | None, dashboard: bool, rows_per_env: int = 1) -> Pool:
+    """`rows_per_env`: the rows each sub-env adds to a batch (EnvSpace.agents)."""
     if cfg.serial:
-        return SerialPool(cfg, make_plan(cfg, cfg.num_workers or 1))
-    return load_ray(cfg, address).make_pool(cfg, address, dashboard)
+        return SerialPool(cfg, make_plan(cfg, cfg.num_workers or 1, rows_per_env))
+    return load_ray(cfg, address).make_pool(cfg, address, dashboard, rows_per_env)
 
 
 @contextlib.contextmanager
@@ -82,11 +83,11 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
     checked here between steps and raises errors.Interrupted (see there for why).
     A `learner` built already is used as it is."""
     if learner is not None:
-        return make_pool(cfg, address, dashboard), learner
+        return make_pool(cfg, address, dashboard, space.agents), learner
     load_ray(cfg, address)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dac-learner") as ex:
         building = ex.submit(_warm_learner, cfg, space, local_learner_threads(cfg, address))
-        pool = make_pool(cfg, address, dashboard)
+        pool = make_pool(cfg, address, dashboard, space.agents)
         try:
             return pool, _result_unless_stopped(building, stop)
         except BaseException:

@@ -1,0 +1,262 @@
+"""PettingZoo Parallel envs as Gymnasium vector envs: each agent is a row of the batch.
+
+`ParallelVectorEnv` steps `num_envs` copies of a ParallelEnv and presents
+num_envs x len(possible_agents) rows, copy by copy, each copy's agents in the fixed order
+of `possible_agents` (row = copy * agents + the agent's index). So one policy acts for
+every agent (parameter sharing), and the workers, the learner, V-trace / GAE, cores,
+normalisation, checkpoints, `dac evaluate` and `dac export` read agents as they read
+sub-envs. An AEC env is stepped through PettingZoo's own `aec_to_parallel`, where its
+metadata says that is safe (`is_parallelizable`).
+
+Like the other vector envs it autoresets in NEXT_STEP mode: the step after a copy's last
+agent is done resets that copy, and every row's action there is ignored.
+
+A row whose agent is not alive (it finished before its copy did, or has not appeared
+yet, as PettingZoo's `agents` says) takes no real step: its reward is 0, its flags are
+False and its observation is zeros. `info[ACTIVE_KEY]` (bool [rows], in reset's info and
+every step's) says which rows' agents are alive in the observation returned, so act on
+the next step; the rollout worker masks the others' steps out of every loss and return.
+
+With more than one agent (and `agent_id` on), each observation gets the agent's index
+in possible_agents as a Discrete entry `AGENT_ID_KEY` (a Dict observation gains the key;
+any other becomes {"obs": it, "agent_id": index}), which envs/structured.py reads as a
+one-hot like any Discrete entry, so the shared policy can tell the agents apart.
+
+All agents must share one observation space and one action space (one policy reads and
+acts for them all); other envs are refused in one line. No TensorFlow or Ray here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from distributed_ac.core.errors import EnvError
+
+ACTIVE_KEY = "agent_active"
+AGENT_ID_KEY = "agent_id"
+OBS_KEY = "obs"
+
+# entry point -> whether it makes PettingZoo envs, and an env its classification call
+# made that the next vector env takes as its first copy (a function must be called to
+# tell; a class never is)
+_kinds: dict[str, bool] = {}
+_spare: dict[str, Any] = {}
+
+
+def _pettingzoo_classes():
+    """(ParallelEnv, AECEnv), or None without PettingZoo (then nothing made is one)."""
+    try:
+        from pettingzoo.utils.env import AECEnv, ParallelEnv
+    except ImportError:
+        return None
+    return ParallelEnv, AECEnv
+
+
+def parallel_maker(env: str, factory: Callable) -> Callable | None:
+    """A callable making one ParallelEnv from the `module:attr` entry point `env`
+    (`factory`, its attr), or None when it makes Gymnasium envs. A class is told by
+    its type; a function is called once per process to tell, and what it made is kept
+    for the first copy. Anything else it makes is refused in one line."""
+    if env not in _kinds:
+        _kinds[env] = _classify(env, factory)
+    if not _kinds[env]:
+        return None
+
+    def make(**kwargs):
+        made = None if kwargs else _spare.pop(env, None)
+        return as_parallel(made if made is not None else factory(**kwargs), env)
+
+    return make
+
+
+def _classify(env: str, factory: Callable) -> bool:
+    if inspect.isclass(factory) and issubclass(factory, gym.Env):
+        return False  # told without importing PettingZoo
+    classes = _pettingzoo_classes()
+    if inspect.isclass(factory) and classes is not None and issubclass(factory, classes):
+        return True
+    made = factory()
+    if isinstance(made, gym.Env):
+        made.close()  # made only to tell; the vector env makes its own
+        return False
+    if classes is None or not isinstance(made, classes):
+        raise EnvError(f"entry point '{env}' made a {type(made).__name__}, not a Gymnasium "
+                       "Env nor a PettingZoo ParallelEnv or AECEnv")
+    _spare[env] = made
+    return True
+
+
+def as_parallel(made, env: str):
+    """A PettingZoo env as a ParallelEnv: an AEC env through aec_to_parallel, which
+    only an env whose metadata says is_parallelizable can go through."""
+    parallel, aec = _pettingzoo_classes()
+    if isinstance(made, parallel):
+        return made
+    if isinstance(made, aec):
+        if not made.metadata.get("is_parallelizable", False):
+            raise EnvError(f"'{env}' is a PettingZoo AEC env whose metadata does not set "
+                           "is_parallelizable: its agents take turns, and only envs whose "
+                           "agents act together can be stepped as one parallel env")
+        from pettingzoo.utils.conversions import aec_to_parallel
+
+        return aec_to_parallel(made)
+    raise EnvError(f"entry point '{env}' made a {type(made).__name__}, not a PettingZoo "
+                   "ParallelEnv or AECEnv")
+
+
+def shared_spaces(penv, env: str) -> tuple[gym.Space, gym.Space]:
+    """The one observation space and one action space every possible agent has."""
+    agents = list(getattr(penv, "possible_agents", None) or [])
+    if not agents:
+        raise EnvError(f"'{env}' lists no possible_agents; the rows of its batch are one "
+                       "per possible agent")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for agent in agents:
+        key = (_one_line(penv.observation_space(agent)), _one_line(penv.action_space(agent)))
+        groups.setdefault(key, []).append(str(agent))
+    if len(groups) > 1:
+        kinds = "; ".join(f"{', '.join(names)}: observation {o}, action {a}"
+                          for (o, a), names in groups.items())
+        raise EnvError(f"'{env}': one shared policy needs every agent to have the same "
+                       f"observation and action spaces, and they differ ({kinds})")
+    first = agents[0]
+    return penv.observation_space(first), penv.action_space(first)
+
+
+def _one_line(space) -> str:
+    return " ".join(str(space).split())
+
+
+def with_agent_id(space: gym.Space, agents: int) -> gym.spaces.Dict:
+    """`space` with the agent's index as the Discrete(agents) entry AGENT_ID_KEY."""
+    if isinstance(space, gym.spaces.Dict):
+        if AGENT_ID_KEY in space.spaces:
+            raise EnvError(f"the agents' Dict observations have an entry '{AGENT_ID_KEY}' "
+                           "already; turn agent_id off (--no-agent-id) to read them as they are")
+        return gym.spaces.Dict({**space.spaces, AGENT_ID_KEY: gym.spaces.Discrete(agents)})
+    return gym.spaces.Dict({OBS_KEY: space, AGENT_ID_KEY: gym.spaces.Discrete(agents)})
+
+
+class ParallelVectorEnv(gym.vector.VectorEnv):
+    """`num_envs` copies of a ParallelEnv as num_envs x agents rows (module docstring);
+    `make()` makes one copy. self.num_envs is the number of rows, self.copies the envs."""
+
+    def __init__(self, make: Callable, num_envs: int, agent_id: bool = True, name: str = ""):
+        self.copies = [make() for _ in range(num_envs)]
+        first = self.copies[0]
+        self.agents = tuple(getattr(first, "possible_agents", None) or ())
+        self.name = name
+        self._inner, act_space = shared_spaces(first, name)
+        self.num_agents = len(self.agents)
+        self.with_id = agent_id and self.num_agents > 1
+        self.single_observation_space = (with_agent_id(self._inner, self.num_agents)
+                                         if self.with_id else self._inner)
+        self.single_action_space = act_space
+        self.num_envs = num_envs * self.num_agents
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": AutoresetMode.NEXT_STEP}
+        self.render_mode = getattr(first, "render_mode", None)
+        self._index = {agent: j for j, agent in enumerate(self.agents)}
+        self._ids = np.tile(np.arange(self.num_agents, dtype=np.int64), num_envs)
+        self._blank = next(iter(iterate(batch_space(self._inner, 1),
+                                        create_empty_array(self._inner, 1, np.zeros))))
+        self._alive = np.zeros(self.num_envs, bool)  # the row's agent acts on the next step
+        self._ended = np.zeros(num_envs, bool)  # the copy's episode is over: next step resets
+
+    def reset(self, *, seed=None, options=None):
+        """Reset every copy (copy i with seed[i], or seed + i for an int seed)."""
+        copies = len(self.copies)
+        seeds = (list(seed) if isinstance(seed, (list, tuple, np.ndarray))
+                 else [None if seed is None else seed + i for i in range(copies)])
+        rows = [self._blank] * self.num_envs
+        for c, penv in enumerate(self.copies):
+            obs, _ = penv.reset(seed=seeds[c], options=options)
+            self._arrived(c, penv, obs, rows)
+        return self._batch(rows), {ACTIVE_KEY: self._alive.copy()}
+
+    def step(self, actions):
+        actions = list(iterate(self.action_space, actions))
+        rows = [self._blank] * self.num_envs
+        rewards = np.zeros(self.num_envs, np.float64)
+        terminated = np.zeros(self.num_envs, bool)
+        truncated = np.zeros(self.num_envs, bool)
+        for c, penv in enumerate(self.copies):
+            try:
+                if self._ended[c]:  # NEXT_STEP: this step resets the copy; no agent acts
+                    obs, _ = penv.reset()
+                    self._arrived(c, penv, obs, rows)
+                else:
+                    self._step_copy(c, penv, actions, rows, rewards, terminated, truncated)
+            except Exception as e:  # the worker's message names the copy, as a sub-env
+                e.sub_env_index = c
+                raise
+        return (self._batch(rows), rewards, terminated, truncated,
+                {ACTIVE_KEY: self._alive.copy()})
+
+    def _rows(self, c: int) -> slice:
+        return slice(c * self.num_agents, (c + 1) * self.num_agents)
+
+    def _step_copy(self, c, penv, actions, rows, rewards, terminated, truncated) -> None:
+        """Step copy c with the actions of its alive agents; fill their rows' reward,
+        flags and observation (the final one of an agent that is done), and mark which
+        agents act next. An agent that leaves `agents` with neither flag is truncated."""
+        base = c * self.num_agents
+        acting = [(j, a) for j, a in enumerate(self.agents) if self._alive[base + j]]
+        obs, rew, term, trunc, _ = penv.step({a: actions[base + j] for j, a in acting})
+        still = set(penv.agents)
+        for j, agent in acting:
+            row = base + j
+            terminated[row] = bool(term.get(agent, False))
+            truncated[row] = bool(trunc.get(agent, False)) or (
+                agent not in still and not terminated[row])
+            rewards[row] = float(rew.get(agent, 0.0))
+            if agent in obs:
+                rows[row] = obs[agent]
+        gone = terminated | truncated
+        self._arrived(c, penv, obs, rows, gone)
+
+    def _arrived(self, c, penv, obs, rows, gone=None) -> None:
+        """Mark copy c's rows whose agents are alive after a reset or step (in `agents`,
+        not done in this step: `gone`), each with its observation; ended when none is.
+        A reset that leaves no agent alive is an env error (the copy could never step)."""
+        base = c * self.num_agents
+        self._alive[self._rows(c)] = False
+        for agent in penv.agents:
+            j = self._index.get(agent)
+            if j is None:
+                raise EnvError(f"'{self.name}' has an agent '{agent}' that is not in its "
+                               f"possible_agents {list(self.agents)}")
+            if gone is not None and gone[base + j]:
+                continue
+            if agent not in obs:
+                raise RuntimeError(f"agent '{agent}' is alive but got no observation")
+            rows[base + j] = obs[agent]
+            self._alive[base + j] = True
+        self._ended[c] = not self._alive[self._rows(c)].any()
+        if gone is None and self._ended[c]:
+            raise RuntimeError("reset() left no agent alive")
+
+    def _batch(self, rows: list):
+        """The rows' observations as one fresh batch (the worker keeps every step's), with
+        the agent ids."""
+        out = concatenate(self._inner, rows, create_empty_array(self._inner, self.num_envs,
+                                                                np.zeros))
+        if not self.with_id:
+            return out
+        if isinstance(self._inner, gym.spaces.Dict):
+            return {**out, AGENT_ID_KEY: self._ids.copy()}
+        return {OBS_KEY: out, AGENT_ID_KEY: self._ids.copy()}
+
+    def render(self):
+        return self.copies[0].render()
+
+    def close(self, **kwargs):
+        for penv in self.copies:
+            penv.close()

@@ -18,7 +18,8 @@ from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvStepError
 from distributed_ac.envs.choices import MaskedChoice, MaskedImageMultiChoice
-from distributed_ac.envs.vector import make_vector_env, space_of
+from distributed_ac.envs.space import space_of
+from distributed_ac.envs.vector import make_vector_env
 from distributed_ac.models.heads import MultiCategoricalHead
 from distributed_ac.models.spec import ModelSpec
 

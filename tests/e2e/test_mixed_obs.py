@@ -18,7 +18,8 @@ from distributed_ac.commands import main as cli
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
 from distributed_ac.core.errors import EnvError
-from distributed_ac.envs.vector import probe_space, space_of
+from distributed_ac.envs.space import space_of
+from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning import inputs
 from distributed_ac.learning.learner import Learner
 from distributed_ac.models.spec import ModelSpec

@@ -15,7 +15,8 @@ from helpers import cli_train
 from distributed_ac.commands import main as cli
 from distributed_ac.core.errors import EnvError
 from distributed_ac.envs import structured
-from distributed_ac.envs.vector import make_vector_env, probe_space, space_of
+from distributed_ac.envs.space import space_of
+from distributed_ac.envs.vector import make_vector_env, probe_space
 
 CHOICES = "distributed_ac.envs.obs_choices"
 

@@ -21,7 +21,8 @@ from distributed_ac.commands import main as cli
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch
 from distributed_ac.core.errors import ConfigError
-from distributed_ac.envs.vector import EnvSpace, probe_space
+from distributed_ac.envs.space import EnvSpace
+from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.learner import Learner
 from distributed_ac.models.cnn import bundle_size, max_pool_3x3_s2_same
 from distributed_ac.models.spec import encoder_for

@@ -11,7 +11,8 @@ from helpers import train_quietly
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvError
-from distributed_ac.envs.vector import make_vector_env, space_of
+from distributed_ac.envs.space import space_of
+from distributed_ac.envs.vector import make_vector_env
 from distributed_ac.models.heads import MultiCategoricalHead
 
 MULTI = "distributed_ac.envs.choices:MultiChoice"

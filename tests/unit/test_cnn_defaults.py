@@ -11,7 +11,8 @@ from helpers import environ_without, python
 
 from distributed_ac.config.schema import Config
 from distributed_ac.envs.choices import ImageVectorMultiChoice
-from distributed_ac.envs.vector import EnvSpace, probe_space
+from distributed_ac.envs.space import EnvSpace
+from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.tf_runtime import has_nvidia_device
 from distributed_ac.models.spec import ModelSpec
 

@@ -6,7 +6,7 @@ from batches import zero_weights
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
-from distributed_ac.envs.vector import EnvSpace
+from distributed_ac.envs.space import EnvSpace
 
 
 def worker(env="fakes:Countdown", n=2, t=8, **kw) -> RolloutWorker:

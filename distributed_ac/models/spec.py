@@ -20,15 +20,16 @@ import dataclasses
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.models import registry
-from distributed_ac.models.mixed import IMAGE, VECTOR
+# IMAGE and VECTOR: a mixed observation as the encoders read it, the image and the vector
+# entries concatenated (and normalised with normalize_obs). Defined beside the mixed
+# encoder's twin, which the registry imports, and read from here by everyone else.
+from distributed_ac.models.mixed import IMAGE, VECTOR  # noqa: F401
 
 ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD = "actor.encoder", "actor.core", "actor.head"
 LOG_STD = "actor.log_std"
 CRITIC_ENCODER, CRITIC_CORE, CRITIC_HEAD = "critic.encoder", "critic.core", "critic.head"
 TARGET_ENCODER, TARGET_CORE, TARGET_HEAD = "v_target.encoder", "v_target.core", "v_target.head"
 OBS_NORM = "obs_norm"
-# IMAGE, VECTOR (imported above): a mixed observation as the encoders read it, the image
-# and the vector entries concatenated (and normalised with normalize_obs)
 ACTOR_PARTS = (ACTOR_ENCODER, ACTOR_CORE, ACTOR_HEAD, LOG_STD)  # what workers act with
 TARGET_PARTS = (TARGET_ENCODER, TARGET_CORE, TARGET_HEAD)  # what workers bootstrap with
 

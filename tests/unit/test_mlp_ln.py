@@ -15,7 +15,6 @@ from distributed_ac.commands.export import PolicyModule
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.envs.space import EnvSpace
-from distributed_ac.envs.vector import probe_space
 from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.networks import checkpoint_objects
 from distributed_ac.models import keras_mlp_ln

@@ -91,7 +91,7 @@ def test_torso_mlp_ln_builds_the_learner_the_workers_and_the_export_from_one_par
     learner, policy, space = _trained_learner(cfg)
     spec = learner.spec
     assert spec.encoder == "mlp_ln" and not spec.shared  # topology auto: separate, as an MLP
-    assert not spec.image_encoder  # what decides oneDNN's kernels for a CNN learner
+    assert not spec.image_encoder  # a vector encoder, as mlp is
     if core != "none":
         assert spec.core_size == 16  # core_size auto behind an MLP: its last width
     encoder = learner.nets.parts["actor.encoder"]

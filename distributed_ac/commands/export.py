@@ -71,6 +71,8 @@ class PolicyModule(tf.Module):
         super().__init__(name="policy")
         self.spec, self._space = nets.spec, space
         recurrent = self.spec.recurrent
+        # the forward passes the learner's Keras layers run, of the kinds the registry
+        # picks for this spec (as it picks the learner's and the workers')
         self._encode = registry.keras_module(registry.encoder_of(self.spec)).forward_of(self.spec)
         self._step = (registry.keras_module(registry.core_of(self.spec)).step_of(self.spec)
                       if recurrent else None)

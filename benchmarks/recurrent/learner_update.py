@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
                               **({"topology": args.topology} if args.topology else {}))
     worker = RolloutWorker(cfg, limit_cpus=False)
     # as dac train loads it: oneDNN on for a CNN (tf_runtime.py)
-    set_tf_threads(load_tensorflow(cnn=ModelSpec.of(cfg, worker.space).encoder != "mlp"), 1)
+    set_tf_threads(load_tensorflow(cnn=ModelSpec.of(cfg, worker.space).image_encoder), 1)
     from distributed_ac.learning.learner import Learner
 
     learner = Learner(cfg, worker.space)

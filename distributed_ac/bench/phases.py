@@ -192,7 +192,7 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     from distributed_ac.training.startup import set_tf_threads
 
     # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-    tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).encoder != "mlp")
+    tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
     set_tf_threads(tf, threads)
     from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.step_args import zero_core_state

@@ -24,12 +24,12 @@ from distributed_ac.core.errors import NonFiniteLossError
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import bundle, clipped, inputs, losses
 from distributed_ac.learning.networks import (
-    RunningMoments,
     Sequence,
     build_networks,
     checkpoint_objects,
     sync_target,
 )
+from distributed_ac.learning.normalizers import RunningMoments
 from distributed_ac.learning.objective import Objective
 from distributed_ac.learning.optimizers import Optimizers
 from distributed_ac.learning.step_args import (

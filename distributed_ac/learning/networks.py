@@ -24,8 +24,6 @@ import tensorflow as tf
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import distributions
 from distributed_ac.learning.normalizers import ObsNormalizer
-# RunningMoments is named here too, where learner.py imports it from
-from distributed_ac.learning.normalizers import RunningMoments  # noqa: F401
 from distributed_ac.models import registry
 from distributed_ac.models import spec as names
 from distributed_ac.models.keras_heads import DenseHead, LogStd, masked

@@ -121,7 +121,7 @@ def build_learner(cfg: Config, space, threads: int | None):
 def _warm_learner(cfg: Config, space, threads: int | None):
     with _without_matplotlib():
         # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-        tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).encoder != "mlp")
+        tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
         from distributed_ac.learning.learner import Learner
 
     set_tf_threads(tf, threads)

@@ -53,15 +53,16 @@ PROBE = textwrap.dedent("""
     from distributed_ac.config.schema import Config
     from distributed_ac.envs.vector import probe_space
     from distributed_ac.training.startup import build_learner
-    cfg = Config(env=sys.argv[1], num_envs=2, rollout_length=4, minibatch_size=8)
+    cfg = Config(env=sys.argv[1], num_envs=2, rollout_length=4, minibatch_size=8,
+                 torso=sys.argv[2])
     build_learner(cfg, probe_space(cfg.env), 1)
     from tensorflow.python.util import _pywrap_util_port
     print(os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled())
 """)
 
 
-def _probe(env: str, **environ) -> str:
-    out = python("-c", PROBE, env, env=environ_without("TF_ENABLE_ONEDNN_OPTS", **environ),
+def _probe(env: str, torso: str = "auto", **environ) -> str:
+    out = python("-c", PROBE, env, torso, env=environ_without("TF_ENABLE_ONEDNN_OPTS", **environ),
                  timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()[-1]
@@ -74,5 +75,6 @@ def test_a_cnn_learner_on_cpu_imports_tensorflow_with_onednn_on():
 
 def test_an_mlp_learner_and_a_users_setting_keep_their_onednn_choice():
     assert _probe("CartPole-v1").startswith("None ")  # TensorFlow's default for this CPU
+    assert _probe("CartPole-v1", "mlp_ln").startswith("None ")  # any encoder of vectors
     assert _probe("distributed_ac.envs.choices:ImageVectorChoice",
                   TF_ENABLE_ONEDNN_OPTS="0") == "0 False"

@@ -7,6 +7,10 @@ Two topologies:
 - shared:   one encoder feeds both heads: `parts["critic.encoder"]` is the very object
             `parts["actor.encoder"]` is (tests check it).
 
+Every pass runs encoder -> core -> head from the parts, a feed-forward model through the
+identity core (IdentityCore), a recurrent one through its core unrolled over the
+rollout (UnrolledCore); the Keras models hold the parts for checkpoints.
+
 V_target always has its own variables (its own encoder too): it is V, frozen between
 syncs. With normalize_obs, all three read observations through one ObsNormalizer (the
 running statistics, learning/normalizers.py; the Keras models themselves take
@@ -40,6 +44,42 @@ class Sequence(NamedTuple):
     starts: object
 
 
+class IdentityCore:
+    """The core of a feed-forward model (core none): features pass through unchanged, so
+    feed-forward and recurrent models run one path, encoder -> core -> head."""
+
+    def features(self, x, seq, shared: bool, network: str):
+        return x
+
+
+IDENTITY_CORE = IdentityCore()
+
+
+class UnrolledCore:
+    """A recurrent core (a Keras layer of models/keras_cores.py) over flat rows: the
+    encoder's features [T x N, F] unrolled over the rollout's steps from the stored
+    state (zeroed where an episode starts), back to flat rows [T x N, H]."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def features(self, x, seq: Sequence, shared: bool, network: str):
+        out, _ = self.layer(_as_steps(x, seq), _state(network, seq, shared), seq.starts)
+        return tf.reshape(out, [-1, self.layer.units])
+
+
+def _as_steps(x, seq: Sequence):
+    """Flat rows [T x N, F] as the core reads them, [T, N, F]."""
+    steps = seq.starts.shape[0] or seq.shape[0]  # static where the signature fixes T
+    return tf.reshape(x, [steps, seq.shape[1], x.shape[-1]])
+
+
+def _state(network: str, seq: Sequence, shared: bool) -> tuple:
+    """The stored state `network`'s core starts from (the shared topology's critic reads
+    the actor's core, so it starts from the actor's)."""
+    return tuple(seq.actor_state if network == "actor" or shared else seq.critic_state)
+
+
 @dataclasses.dataclass
 class Networks:
     spec: ModelSpec
@@ -48,6 +88,12 @@ class Networks:
     v_target: keras.Model  # obs -> V_target(obs) [B, 1], the critic's architecture
     parts: dict  # part name (models/spec.py) -> its Keras layer
     obs_norm: ObsNormalizer | None = None  # running observation statistics (normalize_obs)
+
+    def __post_init__(self):
+        # each network's core as _features runs it: the identity without a recurrent one
+        self.cores = {network: (UnrolledCore(self.parts[f"{network}.core"])
+                                if f"{network}.core" in self.parts else IDENTITY_CORE)
+                      for network in ("actor", "critic", "v_target")}
 
     @property
     def shared(self) -> bool:
@@ -76,17 +122,12 @@ class Networks:
         CNN, for pixels) twice forward and twice backward; here both heads read one set of
         features. The gradients are the same: the encoder's is the sum of what each head
         sends back. `seq`: with a recurrent core, how the B = T x N rows unroll."""
-        if not self.spec.recurrent and not self.shared:
-            return self.actor(obs), self.critic(obs)
         features = self._features("actor", obs, seq)
-        pi = self._policy(features)
         critic = features if self.shared else self._features("critic", obs, seq)
-        return pi, self.parts[names.CRITIC_HEAD](critic)
+        return self._policy(features), self.parts[names.CRITIC_HEAD](critic)
 
     def actor_output(self, obs, seq: "Sequence | None" = None):
         """The actor's output alone (logits, or the Gaussian's mean and log std)."""
-        if not self.spec.recurrent:
-            return self.actor(obs)
         return self._policy(self._features("actor", obs, seq))
 
     def _policy(self, features):
@@ -98,30 +139,19 @@ class Networks:
         of [T, N, H], from the stored states (the shared topology's critic reads the
         actor's core, so its states are the actor's)."""
         def states(network):
-            x = self._core_input(network, obs, seq)
-            return self.parts[f"{network}.core"].entering_states(x, self._state(network, seq),
-                                                                 seq.starts)
+            x = self.parts[f"{network}.encoder"](obs)
+            return self.parts[f"{network}.core"].entering_states(
+                _as_steps(x, seq), _state(network, seq, self.shared), seq.starts)
 
         actor = states("actor")
         return actor, actor if self.shared else states("critic")
 
-    def _state(self, network: str, seq: "Sequence") -> tuple:
-        return tuple(seq.actor_state if network == "actor" or self.shared else seq.critic_state)
-
-    def _core_input(self, network: str, obs, seq: "Sequence"):
-        """The encoder's features of flat observations as the core reads them, [T, N, F]."""
-        x = self.parts[f"{network}.encoder"](obs)
-        steps = seq.starts.shape[0] or seq.shape[0]  # static where the signature fixes T
-        return tf.reshape(x, [steps, seq.shape[1], x.shape[-1]])
-
     def _features(self, network: str, obs, seq: "Sequence | None"):
-        """The encoder's features of flat observations, then the core unrolled over the
-        rollout's steps from the stored state (zeroed where an episode starts)."""
-        if not self.spec.recurrent:
-            return self.parts[f"{network}.encoder"](obs)
-        x, _ = self.parts[f"{network}.core"](self._core_input(network, obs, seq),
-                                             self._state(network, seq), seq.starts)
-        return tf.reshape(x, [-1, self.spec.core_size])
+        """The encoder's features of flat observations, through the network's core: a
+        recurrent one unrolled over the rollout's steps from the stored state (zeroed
+        where an episode starts), or the feed-forward model's identity core."""
+        return self.cores[network].features(self.parts[f"{network}.encoder"](obs), seq,
+                                            self.shared, network)
 
     def path(self, network: str) -> list:
         """One network's variables from observation to output, encoder first, in bundle

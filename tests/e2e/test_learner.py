@@ -109,7 +109,8 @@ def test_variable_without_gradient_fails_at_first_update_naming_it():
     orphan = keras.layers.Dense(3, name="orphan_layer")
     orphan.build((None, 4))
     orphan.bundle_variables = orphan.trainable_variables
-    learner.nets.parts["actor.log_std"] = orphan  # in the actor's group, not in its graph
+    # in the actor optimizer's group (a feed-forward model has no core, so nothing reads it)
+    learner.nets.parts["actor.core"] = orphan
     before = arrays(learner.nets.actor.trainable_variables)
     with pytest.raises(NoGradientError, match="actor loss.*orphan_layer"):
         learner.step(batch)

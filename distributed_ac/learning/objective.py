@@ -11,7 +11,7 @@ from distributed_ac.config.rule import UpdateRule
 from distributed_ac.config.sections import LossSettings
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import advantages, distributions, losses
-from distributed_ac.models.heads import MASKED_LOGIT
+from distributed_ac.models.keras_heads import masked
 
 REWARD_CLIP = 10.0  # normalize_reward: |reward / std(return)| is clipped here (VecNormalize's)
 
@@ -36,7 +36,7 @@ class Objective:
         the action masks: masked logits are set to MASKED_LOGIT, so the log-softmax and
         the entropy run over the allowed actions only."""
         if legal is not None:
-            actor_out = tf.where(legal, actor_out, MASKED_LOGIT)
+            actor_out = masked(actor_out, legal)
         if self.space.multi_discrete:
             nvec = self.space.action_nvec
             flat_a = tf.reshape(actions, [-1, len(nvec)])

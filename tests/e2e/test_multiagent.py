@@ -49,11 +49,13 @@ def test_one_shared_policy_learns_each_agent_s_own_action_only_with_the_agent_id
 
 @pytest.fixture(scope="module")
 def spread_run(tmp_path_factory) -> tuple[Path, dict]:
-    """A short simple_spread run on two Ray workers (3 agents x 2 copies each)."""
+    """A short simple_spread run on two Ray workers (3 agents x 2 copies each), with an
+    evaluation during training (an evaluator actor playing every agent)."""
     pytest.importorskip("mpe2")
     run = tmp_path_factory.mktemp("spread") / "run"
     summary = train("--env", SPREAD, "--num-workers", "2", "--num-envs", "4", "--no-preset",
                     "--rollout-length", "25", "--hidden-sizes", "16", "--seed", "3",
+                    "--eval-every", "2", "--eval-episodes", "2",
                     "--total-env-steps", str(3 * 4 * 25 * 3), run_dir=run)
     return run, summary
 
@@ -64,6 +66,7 @@ def test_agents_of_copies_on_two_ray_workers_are_rows_of_one_learner_batch(sprea
     # 75 steps a copy: episodes end at its steps 24 and 50 (each followed by the reset
     # step), each ending one per-agent episode for each of its 3 agents
     assert summary["episodes"] == 2 * 4 * 3
+    assert summary["eval_best_mean_return"] < 0  # simple_spread's rewards are distances
 
 
 def spread_returns(act, seeds) -> np.ndarray:

@@ -53,6 +53,16 @@ def mlp_forward(params: list[np.ndarray], x: np.ndarray, activation: str,
     return x
 
 
+def layer_buffer(buffers: list[np.ndarray], i: int, rows: int, width: int) -> np.ndarray:
+    """Layer i's output array for `rows` rows, kept in `buffers` between calls: it grows,
+    then stays (see the module's docstring for why)."""
+    if i == len(buffers):
+        buffers.append(np.empty((0, width), np.float32))
+    if len(buffers[i]) < rows or buffers[i].shape[1] != width:
+        buffers[i] = np.empty((rows, width), np.float32)
+    return buffers[i][:rows]
+
+
 class Dense:
     """A stack of dense layers over a part's arrays: every layer but the last applies
     `activation`; the last too unless `last_linear` (heads are linear, encoders are not).
@@ -71,18 +81,11 @@ class Dense:
     def width(self) -> int:
         return self.params[-2].shape[1]
 
-    def _buffer(self, i: int, rows: int) -> np.ndarray:
-        width = self.params[2 * i].shape[1]
-        if i == len(self._buffers):
-            self._buffers.append(np.empty((0, width), np.float32))
-        if len(self._buffers[i]) < rows or self._buffers[i].shape[1] != width:
-            self._buffers[i] = np.empty((rows, width), np.float32)  # grows, then stays
-        return self._buffers[i][:rows]
-
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n_layers = len(self.params) // 2
         for i in range(n_layers):
-            out = np.matmul(x, self.params[2 * i], out=self._buffer(i, len(x)))
+            kernel = self.params[2 * i]
+            out = np.matmul(x, kernel, out=layer_buffer(self._buffers, i, len(x), kernel.shape[1]))
             out += self.params[2 * i + 1]
             x = self.act(out) if i < n_layers - 1 or not self.last_linear else out
         return x

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distributed_ac.models.mlp import ACTIVATIONS
+from distributed_ac.models.mlp import ACTIVATIONS, layer_buffer
 
 # PyTorch's LayerNorm default; keras_mlp_ln.py reads this one constant too. (Keras' 1e-3
 # would bias the normalised values of units whose variance is small.)
@@ -36,17 +36,10 @@ class LayerNormMLPEncoder:
         self.layers = [tuple(a[i:i + ARRAYS_PER_LAYER])
                        for i in range(0, len(a), ARRAYS_PER_LAYER)]
 
-    def _buffer(self, i: int, rows: int, width: int) -> np.ndarray:
-        if i == len(self._buffers):
-            self._buffers.append(np.empty((0, width), np.float32))
-        if len(self._buffers[i]) < rows or self._buffers[i].shape[1] != width:
-            self._buffers[i] = np.empty((rows, width), np.float32)  # grows, then stays
-        return self._buffers[i][:rows]
-
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """[B, D] float32 -> [B, hidden_sizes[-1]], a view of a buffer valid until the next call."""
         for i, (kernel, bias, gamma, beta) in enumerate(self.layers):
-            y = np.matmul(x, kernel, out=self._buffer(i, len(x), kernel.shape[1]))
+            y = np.matmul(x, kernel, out=layer_buffer(self._buffers, i, len(x), kernel.shape[1]))
             y += bias
             y -= y.mean(axis=1, keepdims=True)
             var = np.einsum("ij,ij->i", y, y) / np.float32(y.shape[1])  # no [B, U] temporary

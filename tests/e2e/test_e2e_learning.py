@@ -70,7 +70,7 @@ def test_the_learner_thread_trains_cartpole_when_an_update_joins_fewer_batches_t
     Which worker delivers next is up to the OS, so the lag, and with it the steps to
     solve, vary from run to run at one seed. With lag over 1 the update bootstraps from
     the learner's V_target (bootstrap_values auto); from the batches' own values this
-    config collapsed to a one-action policy in 5 of 21 runs (benchmarks/RESULTS.md,
+    config collapsed to a one-action policy in 5 of 21 runs (docs/notes/pipeline-efficiency.md,
     "Stale bootstrap values"). The run stops at 475 (the config says so); the wide
     budget only bounds a run that fails."""
     summary, _ = dac_train("--config", FAST_CONFIG, "--num-workers", "2", "--seed", "0",

@@ -1,7 +1,7 @@
 """Start-up order: Ray is imported before TensorFlow's import starts on the learner thread.
 
 Both imports are mostly Python that holds the GIL; run side by side, Ray's took 2.2 s
-instead of 0.6 s and delayed every Ray server (benchmarks/RESULTS.md, Profiles). A fresh
+instead of 0.6 s and delayed every Ray server (docs/notes/profiles.md, start-up). A fresh
 interpreter, so that no earlier test has imported either.
 """
 
@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent("""
     import sys
     from distributed_ac.training import startup
     from distributed_ac.config.schema import Config
-    from distributed_ac.config.plan import make_plan
+    from distributed_ac.envs.vector import probe_space
 
     seen = {}
 
@@ -27,10 +27,10 @@ SCRIPT = textwrap.dedent("""
             pass
 
     startup._warm_learner = fake_warm_learner
-    startup.make_pool = lambda cfg, address, dashboard: FakePool()
+    startup.make_pool = lambda cfg, address, dashboard, agents: FakePool()
     for serial in (True, False):  # serial first: it must not import Ray at all
         cfg = Config(serial=serial, num_workers=1)  # not the machine's core count
-        pool, learner = startup.start_pool_and_learner(cfg, None, None, False)
+        pool, learner = startup.start_pool_and_learner(cfg, probe_space(cfg.env), None, False)
         print(serial, seen["ray"], seen["tensorflow"])
 """)
 
@@ -88,7 +88,7 @@ WORKER_COUNT_SCRIPT = textwrap.dedent("""
 
 def test_local_ray_starts_only_the_worker_processes_the_pool_uses():
     """No idle prestarted workers: on 2 cores each one spends ~0.7 CPU-s importing Ray
-    while TensorFlow imports (RESULTS.md). With Ray's default a ray::IDLE one is listed too."""
+    while TensorFlow imports (docs/notes/profiles.md). With Ray's default a ray::IDLE one is listed too."""
     out = python("-c", WORKER_COUNT_SCRIPT, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines()[-1] == "['ray::_PlacedRolloutWorker']"

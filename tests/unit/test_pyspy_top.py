@@ -1,4 +1,4 @@
-"""benchmarks/pyspy_top.py: the py-spy summary quoted in benchmarks/RESULTS.md."""
+"""benchmarks/pyspy_top.py: the py-spy summary the notes quote (docs/notes/profiles.md)."""
 
 import json
 

@@ -236,12 +236,13 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
             if gone is not None and gone[base + j]:
                 continue
             if agent not in obs:
-                raise RuntimeError(f"agent '{agent}' is alive but got no observation")
+                raise EnvError(f"'{self.name}': agent '{agent}' is in agents but got no "
+                               "observation")
             rows[base + j] = obs[agent]
             self._alive[base + j] = True
         self._ended[c] = not self._alive[self._rows(c)].any()
         if gone is None and self._ended[c]:
-            raise RuntimeError("reset() left no agent alive")
+            raise EnvError(f"'{self.name}': reset() left no agent alive")
 
     def _batch(self, rows: list):
         """The rows' observations as one fresh batch (the worker keeps every step's), with

@@ -290,9 +290,8 @@ class Learner:
     def plan(self, plan: RunPlan) -> dict[str, int]:
         """Fit the auto learning-rate schedules to the run's plan (optimizers.py), and
         resolve the update rule's bootstrap values for it (UpdateRule.bootstrap_for)."""
-        rule = self.objective.rule
-        self.objective.fresh_values.assign(rule.recomputes_values
-                                           and rule.bootstrap_for(plan) == "learner")
+        self.objective.fresh_values.assign(
+            self.objective.rule.bootstrap_for(plan) == "learner")
         return self.optimizers.plan(plan)
 
     def warm_up(self) -> None:

@@ -17,6 +17,7 @@ import threading
 import gymnasium as gym
 import numpy as np
 
+from distributed_ac.acting.policies import policy_for
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
@@ -30,7 +31,6 @@ from distributed_ac.envs.vector import (
     resolve_env_id,
     space_for,
 )
-from distributed_ac.models.spec import ModelSpec
 
 SEED_OFFSET = 2**31  # training hands out seeds below this, so no training start repeats
 
@@ -58,14 +58,17 @@ def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
 
 
 def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bool, seed: int,
-                  env_name: str, stop: threading.Event | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  env_name: str, stop: threading.Event | None = None,
+                  agent_returns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(undiscounted raw return, length) of each of `episodes` episodes, one after another;
     episode i is reset with seed `seed + i` and actions are sampled from a generator seeded
     with `seed`, so the same weights give the same numbers. `stop`, once set, ends the
-    play at the next step (the numbers are then partial: a caller that sets it drops them)."""
+    play at the next step (the numbers are then partial: a caller that sets it drops them).
+    `agent_returns` [episodes, agents] (PettingZoo envs): filled with each agent's return,
+    NaN for an agent that took no part."""
     if isinstance(env, ParallelVectorEnv):
-        return play_agent_episodes(env, policy, episodes, deterministic, seed, env_name, stop)
+        return play_agent_episodes(env, policy, episodes, deterministic, seed, env_name, stop,
+                                   agent_returns)
     rng = np.random.default_rng(seed)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
     for i in range(episodes):
@@ -89,11 +92,12 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
 
 def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
                         deterministic: bool, seed: int, env_name: str,
-                        stop: threading.Event | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        stop: threading.Event | None = None,
+                        agent_returns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """play_episodes on one copy of a PettingZoo env, every agent a row acted for by the
     one policy: an episode's return is the mean of its agents' returns (each agent's
     sum of its own rewards: what training's per-agent episodes average to when every
-    agent lives the whole episode), its length the number of steps until no agent is
+    agent lives the whole episode; separate policies each act for their own agents), its length the number of steps until no agent is
     alive."""
     rng = np.random.default_rng(seed)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
@@ -120,6 +124,8 @@ def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
             took_part |= alive
             lengths[i] += 1
         returns[i] = sums[took_part].mean()
+        if agent_returns is not None:
+            agent_returns[i] = np.where(took_part, sums, np.nan)
     return returns, lengths
 
 
@@ -136,8 +142,7 @@ class Evaluator:
 
             limit_threads(1)
         self.cfg, self.stop = cfg, stop
-        space = space_for(cfg)
-        self.policy = Policy(space, ModelSpec.of(cfg, space))
+        self.policy = policy_for(cfg, space_for(cfg))
         self.env = make_eval_env(cfg)
 
     def evaluate(self, weights: Weights, episodes: int, deterministic: bool) -> dict:

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.policies import policy_for
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights, episode_end
 from distributed_ac.core.errors import EnvStepError, NonFiniteError
@@ -82,14 +82,14 @@ class RolloutWorker:
         # scores in info; every other env's episodes are this worker's own sums.
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
-        self.policy = Policy(self.space, ModelSpec.of(cfg, self.space))
+        self.policy = policy_for(cfg, self.space, ModelSpec.of(cfg, self.space))
         self.first_env = (worker_id * copies if first_env is None else first_env) * rows
         self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)
         self._ep_length = np.zeros(self.num_envs, np.int64)
         # normalize_reward: each sub-env's discounted return, as VecNormalize keeps it
         self._disc_return = np.zeros(self.num_envs, np.float64) if cfg.normalize_reward else None
-        self._disc_sample = np.zeros(0)  # its values at the last step's real sub-envs
+        self._disc_sample = None  # (its values, which sub-envs were real) at the last step
         self._handed_in: float | None = None  # when the previous collect() returned
 
     def _as_obs(self, obs):
@@ -175,7 +175,7 @@ class RolloutWorker:
         done = np.logical_or(te, tr) & real
         if self._disc_return is not None:
             self._disc_return = self._disc_return * self.cfg.gamma + np.where(real, r, 0.0)
-            self._disc_sample = self._disc_return[real]  # a fresh array (fancy indexing)
+            self._disc_sample = (self._disc_return.copy(), real)
             self._disc_return[done] = 0.0
         ended = atari.games_ended(infos) if self._games else self._episodes_ended(done)
         # after a reset step comes an episode's first observation (a fresh array each
@@ -267,7 +267,20 @@ class RolloutWorker:
             episode_lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
             episode_ends=np.concatenate(ends) if ends else np.zeros(0, np.int64),
             nonfinite=nonfinite, idle_s=idle_s,
-            return_moments=moments(np.concatenate(disc)) if disc else np.zeros(3), **optional)
+            return_moments=self._return_moments(disc), **optional)
+
+    def _return_moments(self, disc: list) -> np.ndarray:
+        """[count, mean, var] of the discounted returns at the real steps of `disc`
+        ((values, real) per step); with separate policies one row per policy, of its
+        agents' sub-envs."""
+        if not disc:
+            return np.zeros(3)
+        values, real = np.stack([d for d, _ in disc]), np.stack([r for _, r in disc])
+        columns = getattr(self.policy, "columns", None)
+        if columns is None:
+            return moments(values[real])
+        return np.stack([moments(values[:, c][real[:, c]])
+                         for c in columns(self.num_envs).values()])
 
     def core_state_arrays(self) -> dict[str, np.ndarray]:
         """The policy's recurrent state as named arrays (empty without a core): what an

@@ -18,10 +18,12 @@ import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.evaluation import first_seed, make_eval_env, play_episodes
+from distributed_ac.acting.policies import policy_for
 from distributed_ac.acting.policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import MissingDependency, UsageError
+from distributed_ac.core.policies import groups_for
 from distributed_ac.envs.multiagent import ParallelVectorEnv
 from distributed_ac.envs.vector import space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
@@ -32,7 +34,7 @@ from distributed_ac.run.rundir import open_run, open_trained, saved_config
 class Trained:
     """A run's trained networks, restored without a Learner (no optimizers, no step)."""
 
-    nets: object  # learning.networks.Networks
+    nets: object  # learning.networks.Networks, or a policy_set.NetworksSet
 
     @property
     def spec(self):
@@ -40,7 +42,7 @@ class Trained:
 
     def weights(self) -> Weights:
         """The Weights bundle the workers would act with (versions 0)."""
-        from distributed_ac.learning.bundle import weights_of
+        from distributed_ac.learning.policy_set import weights_of
 
         return weights_of(self.nets)
 
@@ -50,7 +52,7 @@ def load_trained(run_dir: str | Path, best: bool = False):
     with `best` the best evaluation's (best/), on the CPU."""
     run = open_trained(run_dir, best)  # a bad path: before TensorFlow loads
     tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
-    from distributed_ac.learning.networks import build_networks, checkpoint_objects
+    from distributed_ac.learning.policy_set import network_objects, networks_for
     from distributed_ac.models.spec import ModelSpec
     from distributed_ac.run.checkpoint import restore_networks
 
@@ -58,8 +60,8 @@ def load_trained(run_dir: str | Path, best: bool = False):
     cfg = dataclasses.replace(saved_config(run), device="cpu")
     space = space_for(cfg)
     with tf.device("/CPU:0"):
-        nets = build_networks(ModelSpec.of(cfg, space), space, cfg.seed)
-    path = restore_networks(run, checkpoint_objects(nets), best=best)
+        nets = networks_for(cfg, space, ModelSpec.of(cfg, space), cfg.seed)
+    path = restore_networks(run, network_objects(nets), best=best)
     return cfg, space, Trained(nets), path
 
 
@@ -85,11 +87,13 @@ def _make_env(cfg: Config, video: Path | None) -> gym.Env:
 
 
 def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool, seed: int,
-                 video: Path | None = None) -> np.ndarray:
+                 video: Path | None = None, agent_returns: np.ndarray | None = None
+                 ) -> np.ndarray:
     """Undiscounted raw return (Atari: game score) of each of `episodes` episodes, one env, seeds seed, seed + 1, ..."""
     env = _make_env(cfg, video)
     try:
-        return play_episodes(env, policy, episodes, deterministic, seed, cfg.env)[0]
+        return play_episodes(env, policy, episodes, deterministic, seed, cfg.env,
+                             agent_returns=agent_returns)[0]
     finally:
         env.close()
 
@@ -109,11 +113,32 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
         trained = record.get("env_steps")
     else:
         trained = read_counters(path)["env_steps"]
-    policy = Policy(space, nets.spec)
+    policy = policy_for(cfg, space, nets.spec)
     policy.load(nets.weights())
     base = first_seed(cfg) if seed is None else seed
-    returns = run_episodes(cfg, policy, episodes, deterministic, base, video)
+    per_agent = np.full((episodes, space.agents), np.nan) if space.agents > 1 else None
+    returns = run_episodes(cfg, policy, episodes, deterministic, base, video, per_agent)
     return {"checkpoint": path, "env": cfg.env, "env_steps_trained": trained,
             "episodes": episodes, "deterministic": deterministic, "seed": base,
             "mean": float(returns.mean()), "std": float(returns.std()),
-            "min": float(returns.min()), "max": float(returns.max()), "returns": returns.tolist()}
+            "min": float(returns.min()), "max": float(returns.max()),
+            **_per_policy(cfg, space, per_agent), "returns": returns.tolist()}
+
+
+def _per_policy(cfg: Config, space, agent_returns: np.ndarray | None) -> dict:
+    """A PettingZoo env's mean return per agent, and with separate policies per policy
+    (over the episodes its agents took part in); {} for a Gymnasium env."""
+    if agent_returns is None:
+        return {}
+    names = space.agent_names
+    out = {"agent_means": {a: _nanmean(agent_returns[:, j]) for j, a in enumerate(names)}}
+    groups = groups_for(names, cfg.policy_mapping, cfg.env)
+    if groups is not None:
+        out["policy_means"] = {p: _nanmean(agent_returns[:, list(idx)])
+                               for p, idx in groups.members.items()}
+    return out
+
+
+def _nanmean(a: np.ndarray) -> float | None:
+    return float(np.nanmean(a)) if np.isfinite(a).any() else None
+

@@ -182,9 +182,11 @@ def _batch_form(obs, space: EnvSpace):
     return _as_vector_tf(obs, space.obs_entries) if space.obs_entries else obs
 
 
-def export(run_dir: str | Path, out: str | Path, best: bool = False) -> dict:
+def export(run_dir: str | Path, out: str | Path, best: bool = False,
+           policy: str | None = None) -> dict:
     """Write the newest checkpoint's policy and value function (with `best`: the best
-    evaluation's during training) as a SavedModel at `out`."""
+    evaluation's during training) as a SavedModel at `out`; with separate policies, the
+    one named `policy`."""
     from distributed_ac.commands.evaluate import load_trained
 
     out = Path(out)
@@ -193,13 +195,26 @@ def export(run_dir: str | Path, out: str | Path, best: bool = False) -> dict:
         raise UsageError(f"--out {out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
     cfg, space, learner, path = load_trained(run_dir, best)
-    module = PolicyModule(learner.nets, space)
+    module = PolicyModule(_chosen(learner.nets, policy), space)
     tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
             "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),
             "obs_dtype": space.obs_dtype, "action": space.action_kind,
             "num_actions": space.num_actions, "action_mask": space.mask_size > 0,
-            "core": learner.spec.core}
+            "core": learner.spec.core, **({"policy": policy} if policy else {})}
+
+
+def _chosen(nets, policy: str | None):
+    """The networks of the policy to export: the run's only ones, or `policy`'s."""
+    by_policy = getattr(nets, "by_policy", None)
+    if by_policy is None:
+        if policy is not None:
+            raise UsageError(f"--policy {policy}: this run trained one policy (no policy_mapping)")
+        return nets
+    if policy not in by_policy:
+        raise UsageError(f"--policy: this run has separate policies, name one of "
+                         f"{', '.join(by_policy)}" + (f" (not '{policy}')" if policy else ""))
+    return by_policy[policy]
 
 
 def _signatures(module: PolicyModule) -> dict:

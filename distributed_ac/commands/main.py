@@ -80,6 +80,8 @@ class ExportArgs:
     """Directory for the SavedModel (new or empty, or a previous export to replace)."""
     best: tyro.conf.FlagCreatePairsOff[bool] = False
     """Export the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
+    policy: Optional[str] = None
+    """A run with separate policies (policy_mapping): the policy to export; needed there, refused elsewhere."""
 
 
 def cmd_export(argv: list[str]) -> int:
@@ -92,7 +94,7 @@ def cmd_export(argv: list[str]) -> int:
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.commands.export import export
 
-    print(json.dumps(export(args.run_dir, args.out, args.best)), flush=True)
+    print(json.dumps(export(args.run_dir, args.out, args.best, args.policy)), flush=True)
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import Literal, Optional
 import yaml
 
 from distributed_ac.core.errors import ConfigError
+from distributed_ac.core.policies import parse_mapping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Config:
     """ALE ids only: probability that the previous action is repeated on each frame (sticky actions, Machado et al. 2018); null = the id's own, 0.25 for the v5 ids."""
     agent_id: bool = True
     """PettingZoo envs of more than one agent (one policy shared by all): each agent's observation gets the one-hot of its index in possible_agents, as an observation entry `agent_id`, so the policy can tell the agents apart; false (--no-agent-id) = the agents' own observations only."""
+    policy_mapping: tuple[str, ...] = ()
+    """PettingZoo envs: separate policies, as agent=policy entries (the agent a name or a wildcard: --policy-mapping 'adversary_*=adversary' 'agent_*=agent'; YAML: a mapping or a list of entries); each policy has its own actor, critic, optimizers and V_target and trains on its agents' rows, in one run; every agent must match an entry (the first that matches wins). Empty = one policy shared by all agents."""
 
     # --- execution ---------------------------------------------------------------
     mode: Literal["sync", "async"] = "async"
@@ -239,6 +242,7 @@ def _check_ranges(c: Config) -> None:
     for ok, message in _range_rules(c):
         if not ok:
             raise ConfigError(message)
+    parse_mapping(c.policy_mapping)
     _check_budget_holds_a_batch(c)
 
 
@@ -341,6 +345,8 @@ def _coerce(value, tp):
     the string (`gym_packages: minigrid`): accept those, nothing looser."""
     if isinstance(value, list):
         return tuple(value)
+    if isinstance(value, dict) and typing.get_args(tp) == (str, ...):  # policy_mapping
+        return tuple(f"{k}={v}" for k, v in value.items())
     if isinstance(value, str) and typing.get_args(tp) == (str, ...):
         return (value,)
     wants_int = tp is int or int in typing.get_args(tp)

@@ -88,7 +88,7 @@ class Batch:
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             episode_ends=np.concatenate([b.episode_ends for b in batches]),
-            return_moments=merge_all([b.return_moments for b in batches]),
+            return_moments=_merged_moments([b.return_moments for b in batches]),
             starts=np.concatenate([b.starts for b in batches], axis=1) if recurrent else None,
             action_mask=(np.concatenate([b.action_mask for b in batches], axis=1)
                          if batches[0].action_mask is not None else None),
@@ -97,6 +97,14 @@ class Batch:
                          for part, arrays_ in batches[0].core_state.items()}
                         if recurrent else None),
         )
+
+
+def _merged_moments(stats: list[np.ndarray]) -> np.ndarray:
+    """merge_all of each policy's row ([policies, 3] with separate policies) or of the
+    one [3]."""
+    if stats[0].ndim == 2:
+        return np.stack([merge_all([s[p] for s in stats]) for p in range(len(stats[0]))])
+    return merge_all(stats)
 
 
 def episode_end(step: int, sub_envs: np.ndarray, first: int = 0) -> np.ndarray:

@@ -50,6 +50,7 @@ class EnvSpace:
     # rows each sub-env adds to a batch: a PettingZoo env's possible agents
     # (envs/multiagent.py), 1 for a Gymnasium env; what the run plan counts samples by
     agents: int = 1
+    agent_names: tuple[str, ...] = ()  # possible_agents, in their rows' order
 
     def __post_init__(self):
         if not self.obs_shape:
@@ -131,7 +132,8 @@ def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
     parts = structured.split(obs_space, act_space, env, observe_mask, text_obs)
     space = _space(parts.obs_space if parts else obs_space, act_space, env)
     if isinstance(venv.unwrapped, ParallelVectorEnv):
-        space = dataclasses.replace(space, agents=venv.unwrapped.num_agents)
+        space = dataclasses.replace(space, agents=venv.unwrapped.num_agents,
+                                    agent_names=tuple(map(str, venv.unwrapped.agents)))
     if parts is None:
         return space
     if parts.mask_size and parts.mask_size != space.num_actions:

@@ -134,6 +134,9 @@ LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
                  "diag/grad_norm_critic": "grad_norm_critic",
                  "diag/behaviour_kl": "behaviour_kl"}
 
+POLICY_PREFIX = "policy/"  # LearnerSet.step's metrics of one policy: policy/<name>/<key>
+_SCALAR_OF = {key: name for name, key in LEARNER_KEYS.items()}
+
 
 def _mean(values) -> float | None:
     return float(np.mean(values)) if len(values) else None
@@ -147,11 +150,23 @@ class Interval:
         self.lags: list[int] = []
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.policy_rows: dict[str, list[float]] = collections.defaultdict(list)
 
     def add_update(self, learner_metrics: dict[str, float]) -> None:
         for name, key in LEARNER_KEYS.items():
             if key in learner_metrics:  # see LEARNER_KEYS
                 self.updates[name].append(learner_metrics[key])
+        for key, value in learner_metrics.items():  # separate policies: each one's as
+            if key.startswith(POLICY_PREFIX):       # `<scalar>/<policy>`
+                _, policy, inner = key.split("/", 2)
+                name = _SCALAR_OF.get(inner)
+                if name is not None:
+                    self.policy_rows[f"{name}/{policy}"].append(value)
+
+    def add_policy_episodes(self, returns: dict[str, np.ndarray]) -> None:
+        """Separate policies: the returns of the episodes each one's agents ended."""
+        for policy, r in returns.items():
+            self.policy_rows[f"charts/episodic_return/{policy}"].extend(r.tolist())
 
     def add_lags(self, lags: list[int]) -> None:
         """Policy lag of every batch received, used or dropped."""
@@ -180,7 +195,8 @@ class Interval:
                "diag/policy_lag_max": self._lag(100),
                "diag/dropped_batches": dropped_batches,
                "diag/worker_restarts": worker_restarts}
-        return {name: row[name] for name in SCALARS}
+        return {**{name: row[name] for name in SCALARS},
+                **{name: _mean(values) for name, values in sorted(self.policy_rows.items())}}
 
 
 def finite_or_none(v):

@@ -80,13 +80,14 @@ class BestCheckpoint:
         the learner's own go on training meanwhile."""
         import tensorflow as tf
 
-        from distributed_ac.learning.networks import build_networks, checkpoint_objects
+        from distributed_ac.learning.policy_set import network_objects, networks_for
 
+        learner = self.learner
         with tf.device("/CPU:0"):
-            nets = build_networks(self.learner.spec, self.learner.space, seed=0)
+            nets = networks_for(learner.cfg, learner.space, learner.spec)
         variables = _network_variables(nets)
         assert [v.shape for v in variables] == [v.shape for v in self._source]
-        ckpt = tf.train.Checkpoint(**checkpoint_objects(nets))
+        ckpt = tf.train.Checkpoint(**network_objects(nets))
         manager = tf.train.CheckpointManager(ckpt, str(self.run.best), max_to_keep=1,
                                              checkpoint_name="best")
         self._spare = (variables, manager)
@@ -96,12 +97,12 @@ class BestCheckpoint:
 def _network_variables(nets) -> list:
     """Every variable a networks checkpoint holds, once each, in an order that two
     networks built from one spec share (the shared topology's encoder is listed once)."""
-    from distributed_ac.learning.networks import checkpoint_objects
+    from distributed_ac.learning.policy_set import network_objects
 
-    objects = checkpoint_objects(nets)
+    objects = network_objects(nets)
     seen, out = set(), []
     for name in sorted(objects):
-        if name == "model_layout":  # a constant
+        if name.rsplit("/", 1)[-1] == "model_layout":  # a constant
             continue
         for v in objects[name].variables:
             if id(v) not in seen:

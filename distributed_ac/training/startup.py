@@ -122,11 +122,11 @@ def _warm_learner(cfg: Config, space, threads: int | None):
     with _without_matplotlib():
         # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
         tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
-        from distributed_ac.learning.learner import Learner
+        from distributed_ac.learning.policy_set import learner_for
 
     set_tf_threads(tf, threads)
 
-    learner = Learner(cfg, space)
+    learner = learner_for(cfg, space)
     learner.warm_up()
     return learner
 

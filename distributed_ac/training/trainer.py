@@ -31,6 +31,7 @@ from typing import Callable, NamedTuple
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
 from distributed_ac.core.errors import NonFiniteLossError, RunStopped
+from distributed_ac.core.policies import episodes_by_policy, groups_for
 from distributed_ac.envs.vector import space_for
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
@@ -70,6 +71,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     """
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
+    groups_for(space.agent_names, cfg.policy_mapping, cfg.env)  # a bad mapping, likewise
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not
@@ -140,12 +142,12 @@ class Trainer:
     def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
                  progress: ConsoleProgress | None, learner=None,
                  on_update: UpdateHook | None = None):
-        from distributed_ac.learning.learner import Learner
+        from distributed_ac.learning.policy_set import learner_for
         from distributed_ac.run.checkpoint import Checkpointer
 
         self.cfg, self.run, self.pool = cfg, run, pool
         self.on_update = on_update
-        self.learner = Learner(cfg, space) if learner is None else learner
+        self.learner = learner_for(cfg, space) if learner is None else learner
         self.plan = pool.plan
         self.num_workers = self.plan.workers
         self.per_update = self.plan.batches_per_update
@@ -248,6 +250,9 @@ class Trainer:
         ended = episodes_in_order(batches)
         self.state.stats.add(*ended)
         self.interval.add_episodes(*ended)
+        groups = getattr(self.learner, "groups", None)
+        if groups is not None:
+            self.interval.add_policy_episodes(episodes_by_policy(batches, groups))
         fresh, lags = [], []
         for b in batches:
             lag = version - b.policy_version

@@ -25,6 +25,7 @@ from distributed_ac.core.errors import EnvError
 from distributed_ac.envs.atari import Preprocess, make_single
 from distributed_ac.envs.packages import import_packages
 from distributed_ac.envs.multiagent import ACTIVE_KEY, ParallelVectorEnv
+from distributed_ac.envs.selfplay import Baseline, SelfPlayVectorEnv
 from distributed_ac.envs.vector import (
     made,
     make_parallel_vector_env,
@@ -50,8 +51,11 @@ def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     kwargs = {"render_mode": render_mode} if render_mode else {}
     parallel = make_parallel_vector_env(cfg.env, 1, cfg.agent_id, cfg.vectorization,
-                                        Preprocess.of(cfg, training=False), **kwargs)
-    if parallel is not None:  # a PettingZoo env: one copy, a row per agent
+                                        Preprocess.of(cfg, training=False), cfg.self_play,
+                                        **kwargs)
+    if isinstance(parallel, SelfPlayVectorEnv):  # one game against the fixed player
+        parallel.opponents = Baseline(cfg.eval_opponent)
+    if parallel is not None:  # a PettingZoo env: one copy, a row per agent (or a game)
         return parallel
     return made(cfg.env, lambda: make_single(env_id, Preprocess.of(cfg, training=False),
                                              **kwargs))
@@ -66,6 +70,8 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
     play at the next step (the numbers are then partial: a caller that sets it drops them).
     `agent_returns` [episodes, agents] (PettingZoo envs): filled with each agent's return,
     NaN for an agent that took no part."""
+    if isinstance(env, SelfPlayVectorEnv):
+        return play_games(env, policy, episodes, deterministic, seed, stop)
     if isinstance(env, ParallelVectorEnv):
         return play_agent_episodes(env, policy, episodes, deterministic, seed, env_name, stop,
                                    agent_returns)
@@ -87,6 +93,28 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
             returns[i] += float(reward)
             lengths[i] += 1
             done = terminated or truncated
+    return returns, lengths
+
+
+def play_games(env: SelfPlayVectorEnv, policy: Policy, episodes: int, deterministic: bool,
+               seed: int, stop: threading.Event | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """play_episodes on one copy of a self-play game against its fixed opponent: each
+    game's return is the policy's seat's (+1 win, 0 draw, -1 loss in the classic
+    games), its length the policy's moves."""
+    rng = np.random.default_rng(seed)
+    returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=[seed + i])
+        done = False
+        while not done:
+            if stop is not None and stop.is_set():
+                return returns, lengths
+            x, legal = policy.space.as_batch(obs, 1), policy.space.action_masks(obs, 1)
+            _, action, _ = policy.act(x, rng, deterministic, legal=legal)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            returns[i] += float(reward[0])
+            lengths[i] += 1
+            done = bool(terminated[0] or truncated[0])
     return returns, lengths
 
 

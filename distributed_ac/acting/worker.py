@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from distributed_ac.acting.opponents import OpponentPool
 from distributed_ac.acting.policies import policy_for
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights, episode_end
@@ -20,6 +21,7 @@ from distributed_ac.core.obs import concat, stack, tree_map
 from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.envs import atari
 from distributed_ac.envs.multiagent import ACTIVE_KEY
+from distributed_ac.envs.selfplay import SelfPlayVectorEnv
 from distributed_ac.envs.vector import (
     configured_space,
     reset_seeds,
@@ -83,6 +85,11 @@ class RolloutWorker:
         self._games = atari.reports_game_scores(resolve_env_id(cfg.env))
         self.space = configured_space(self.envs, cfg)
         self.policy = policy_for(cfg, self.space, ModelSpec.of(cfg, self.space))
+        # self-play: the frozen versions the games' opponents are drawn from
+        self._opponents = None
+        if isinstance(self.envs, SelfPlayVectorEnv):
+            self._opponents = OpponentPool(self.space, self.policy.spec)
+            self.envs.opponents = self._opponents
         self.first_env = (worker_id * copies if first_env is None else first_env) * rows
         self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)
@@ -124,6 +131,8 @@ class RolloutWorker:
     def load(self, weights: Weights) -> int:
         """Take a bundle now without collecting (the broadcast benchmark); returns its version."""
         self.policy.load(weights)
+        if self._opponents is not None:
+            self._opponents.load(weights)
         return self.policy.weights.version
 
     def _seed(self, seed: int) -> None:
@@ -205,7 +214,7 @@ class RolloutWorker:
         the previous collect() returned (0.0 before the first)."""
         idle_s = time.monotonic() - self._handed_in if self._handed_in is not None else 0.0
         if weights is not None:
-            self.policy.load(weights)
+            self.load(weights)
         if self.policy.weights is None:
             raise RuntimeError("RolloutWorker.collect called before any Weights were given")
         return idle_s

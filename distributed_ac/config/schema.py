@@ -45,6 +45,14 @@ class Config:
     """PettingZoo envs of more than one agent (one policy shared by all): each agent's observation gets the one-hot of its index in possible_agents, as an observation entry `agent_id`, so the policy can tell the agents apart; false (--no-agent-id) = the agents' own observations only."""
     policy_mapping: tuple[str, ...] = ()
     """PettingZoo envs: separate policies, as agent=policy entries (the agent a name or a wildcard: --policy-mapping 'adversary_*=adversary' 'agent_*=agent'; YAML: a mapping or a list of entries); each policy has its own actor, critic, optimizers and V_target and trains on its agents' rows, in one run; every agent must match an entry (the first that matches wins). Empty = one policy shared by all agents."""
+    self_play: bool = False
+    """Two-player turn-based PettingZoo games (an AEC env as module:function, e.g. pettingzoo.classic.connect_four_v3:env): the policy plays one seat, drawn each game, against an opponent drawn from a pool of frozen earlier versions of itself (kept in the run directory's opponents/); evaluation plays eval_opponent and logs the win rate."""
+    opponent_pool_size: int = 8
+    """self_play: the newest frozen versions the opponent is drawn from (uniformly, one per game)."""
+    snapshot_every: int = 10
+    """self_play: updates between frozen versions added to the pool (the first is the initial policy)."""
+    eval_opponent: Literal["random", "greedy"] = "greedy"
+    """self_play: the fixed player evaluation (and dac evaluate) plays: random legal moves, or greedy (win now, else block a win, else random; tic-tac-toe and connect four)."""
 
     # --- execution ---------------------------------------------------------------
     mode: Literal["sync", "async"] = "async"
@@ -251,6 +259,12 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
     return [
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
         (c.num_envs >= 1, "num_envs must be >= 1"),
+        (c.opponent_pool_size >= 1, "opponent_pool_size must be >= 1"),
+        (c.snapshot_every >= 1, "snapshot_every must be >= 1"),
+        (not c.self_play or c.core == "none",
+         "self_play plays feed-forward policies only (core none): the frozen opponents keep no state"),
+        (not c.self_play or not c.policy_mapping,
+         "self_play trains one policy against its earlier versions; policy_mapping does not apply"),
         (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
         (c.frame_size >= 0, "frame_size must be >= 0 (0 = auto)"),
         (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),

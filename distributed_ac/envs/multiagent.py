@@ -92,6 +92,11 @@ def _classify(env: str, factory: Callable) -> bool:
     return True
 
 
+def is_aec(made) -> bool:
+    classes = _pettingzoo_classes()
+    return classes is not None and isinstance(made, classes[1])
+
+
 def as_parallel(made, env: str):
     """A PettingZoo env as a ParallelEnv: an AEC env through aec_to_parallel, which
     only an env whose metadata says is_parallelizable can go through."""
@@ -102,7 +107,8 @@ def as_parallel(made, env: str):
         if not made.metadata.get("is_parallelizable", False):
             raise EnvError(f"'{env}' is a PettingZoo AEC env whose metadata does not set "
                            "is_parallelizable: its agents take turns, and only envs whose "
-                           "agents act together can be stepped as one parallel env")
+                           "agents act together can be stepped as one parallel env (a "
+                           "two-player game trains with --self-play)")
         from pettingzoo.utils.conversions import aec_to_parallel
 
         return aec_to_parallel(made)

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from distributed_ac.core.errors import BadInput, EnvError
-from distributed_ac.envs import atari, multiagent
+from distributed_ac.envs import atari, multiagent, selfplay
 from distributed_ac.envs.packages import import_packages, unknown_id_hint
 from distributed_ac.envs.space import EnvSpace, space_of
 
@@ -68,10 +68,13 @@ def parallel_maker_of(env: str):
 
 def make_parallel_vector_env(env: str, num_envs: int, agent_id: bool = True,
                              vectorization: str = "auto", preprocess: atari.Preprocess | None = None,
-                             **make_kwargs) -> multiagent.ParallelVectorEnv | None:
+                             self_play: bool = False, **make_kwargs):
     """`num_envs` copies of a PettingZoo entry point's env as one checked vector env of
-    num_envs x agents rows (each copy made with `make_kwargs`); None when `env` makes
+    num_envs x agents rows (each copy made with `make_kwargs`), or with `self_play` of
+    num_envs games, the policy in one seat (envs/selfplay.py); None when `env` makes
     Gymnasium envs. The copies are stepped in this process, without preprocessing."""
+    if self_play:
+        return _self_play_env(env, num_envs, vectorization, **make_kwargs)
     maker = parallel_maker_of(env)
     if maker is None:
         return None
@@ -84,6 +87,24 @@ def make_parallel_vector_env(env: str, num_envs: int, agent_id: bool = True,
                        "sticky_actions and info_action_mask apply to Gymnasium envs only")
     return _checked(made(env, lambda: multiagent.ParallelVectorEnv(
         lambda: maker(**make_kwargs), num_envs, agent_id, env)), env)
+
+
+def _self_play_env(env: str, num_envs: int, vectorization: str, **make_kwargs):
+    """num_envs copies of a two-player AEC game as a SelfPlayVectorEnv."""
+    if ":" not in env or vectorization not in ("auto", "sync"):
+        raise EnvError(f"self_play takes a PettingZoo AEC game as a module:function entry "
+                       f"point (e.g. pettingzoo.classic.connect_four_v3:env), stepped in its "
+                       f"worker's process (vectorization auto or sync); not '{env}'")
+    factory = _entry_point(env)
+
+    def make():
+        game = factory(**make_kwargs)
+        if not multiagent.is_aec(game):
+            raise EnvError(f"self_play: '{env}' made a {type(game).__name__}, not a "
+                           "PettingZoo AECEnv (a two-player game whose players take turns)")
+        return game
+
+    return _checked(made(env, lambda: selfplay.SelfPlayVectorEnv(make, num_envs, env)), env)
 
 
 class _NameSubEnvErrors(gym.Wrapper):
@@ -123,11 +144,12 @@ def _vector_mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str
 
 def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
                     preprocess: atari.Preprocess | None = None,
-                    agent_id: bool = True) -> gym.vector.VectorEnv:
+                    agent_id: bool = True, self_play: bool = False) -> gym.vector.VectorEnv:
     """A checked VectorEnv of `num_envs` sub-envs in NEXT_STEP autoreset mode, each
     preprocessed as atari.py says (ALE ids always; other envs as `preprocess` asks); a
     PettingZoo env's copies as num_envs x agents rows (make_parallel_vector_env)."""
-    parallel = make_parallel_vector_env(env, num_envs, agent_id, vectorization, preprocess)
+    parallel = make_parallel_vector_env(env, num_envs, agent_id, vectorization, preprocess,
+                                        self_play)
     if parallel is not None:
         return parallel
     env_id = resolve_env_id(env)
@@ -199,7 +221,7 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
     importing its gym_packages, in whichever process this runs)."""
     import_packages(cfg.gym_packages)
     return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg),
-                           cfg.agent_id)
+                           cfg.agent_id, cfg.self_play)
 
 
 def space_for(cfg) -> EnvSpace:
@@ -207,7 +229,7 @@ def space_for(cfg) -> EnvSpace:
     import_packages(cfg.gym_packages)
     return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
                        not cfg.ignore_action_mask, cfg.observe_action_mask, cfg.text_obs,
-                       cfg.agent_id)
+                       cfg.agent_id, cfg.self_play)
 
 
 def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
@@ -219,13 +241,13 @@ def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
 def probe_space(env: str, vectorization: str = "auto",
                 preprocess: atari.Preprocess | None = None, use_mask: bool = True,
                 observe_mask: bool = False, text_obs: str = "drop",
-                agent_id: bool = True) -> EnvSpace:
+                agent_id: bool = True, self_play: bool = False) -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces (space_of); an
     async one is probed sync (no subprocess for one look), except a PettingZoo env's,
     which refuses async as its workers would."""
-    if vectorization == "async" and parallel_maker_of(env) is None:
+    if vectorization == "async" and not self_play and parallel_maker_of(env) is None:
         vectorization = "sync"
-    venv = make_vector_env(env, 1, vectorization, preprocess, agent_id)
+    venv = make_vector_env(env, 1, vectorization, preprocess, agent_id, self_play)
     try:
         return space_of(venv, env, use_mask, observe_mask, text_obs)
     finally:

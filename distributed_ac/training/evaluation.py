@@ -162,6 +162,8 @@ class Evaluations:
         returns, lengths = np.asarray(outcome["returns"]), np.asarray(outcome["lengths"])
         stats = {"mean_return": float(returns.mean()), "std_return": float(returns.std()),
                  "mean_length": float(lengths.mean())}
+        if self.cfg.self_play:  # games against the fixed player: won, drawn, lost
+            stats.update(game_rates(returns))
         self.metrics.write(req.env_steps, req.updates, req.wall_s,
                            {f"eval/{k}": v for k, v in stats.items()},
                            extra={"eval/episodes": len(returns), "eval/done_at_updates": counts.updates})
@@ -173,7 +175,10 @@ class Evaluations:
                                           "deterministic": self.cfg.eval_deterministic})
         self.progress.note(f"eval at update {req.updates:,d} ({req.env_steps:,d} env steps): "
                            f"mean return {stats['mean_return']:.2f} +- {stats['std_return']:.2f}, "
-                           f"length {stats['mean_length']:.1f}" + (", the best so far" if better else ""))
+                           f"length {stats['mean_length']:.1f}"
+                           + (f", win rate {stats['win_rate']:.2f} against {self.cfg.eval_opponent}"
+                              if "win_rate" in stats else "")
+                           + (", the best so far" if better else ""))
 
     def close(self) -> None:
         """Drop an evaluation under way (a stop, an error) and release the actor."""
@@ -187,6 +192,15 @@ class Evaluations:
                 "eval_mean_return": finite_or_none(last.get("mean_return")),
                 "eval_std_return": finite_or_none(last.get("std_return")),
                 "eval_mean_length": finite_or_none(last.get("mean_length")),
+                **({"eval_win_rate": last.get("win_rate"), "eval_draw_rate": last.get("draw_rate"),
+                    "eval_opponent": self.cfg.eval_opponent} if self.cfg.self_play else {}),
                 "eval_best_mean_return": finite_or_none(best.get("mean_return")),
                 "eval_best_updates": best.get("updates"),
                 "best_checkpoint": str(self.best.run.path / where) if where else None}
+
+
+def game_rates(returns: np.ndarray) -> dict:
+    """The share of games won (return > 0), drawn (0) and lost (< 0)."""
+    return {"win_rate": float((returns > 0).mean()), "draw_rate": float((returns == 0).mean()),
+            "loss_rate": float((returns < 0).mean())}
+

@@ -45,6 +45,7 @@ from distributed_ac.run.metrics import (
 )
 from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
+from distributed_ac.training.selfplay import SnapshotPool
 from distributed_ac.training.signals import StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState
@@ -165,6 +166,8 @@ class Trainer:
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
                                                     start=counts.env_steps)
+        self.snapshots = (SnapshotPool(run.path / "opponents", cfg.opponent_pool_size,
+                                       cfg.snapshot_every) if cfg.self_play else None)
         self.evals = (Evaluations(cfg, run, self.learner, pool.evaluation(), self.metrics,
                                   self.progress, counts) if cfg.eval_every else None)
         self._session = (time.monotonic(), counts.env_steps, counts.wall_s, counts.worker_restarts)
@@ -198,7 +201,7 @@ class Trainer:
         # version old, as with one worker (lag 1 at any W)
         rounds = not sync and self.per_update == self.num_workers
         hold = sync or rounds  # workers get new weights only once the update is made
-        ref = self._submit_all(pool.publish(learner.weights()))
+        ref = self._submit_all(self._publish())
         flight: _Flight | None = None  # the step under way on the learner thread
         steps = ThreadPoolExecutor(1, thread_name_prefix="learner") if self.overlap else _Here()
         with steps:
@@ -286,11 +289,21 @@ class Trainer:
             self.ckpt.save()
         if self.on_update is not None:
             self.on_update(self._update_row(metrics), self._save_now)
-        ref = self.pool.publish(self.learner.weights())
+        ref = self._publish()
         if self.evals is not None:  # here, where no learner step is under way
             self._tick()
             self.evals.after_update(counts, ref)
         return ref
+
+    def _publish(self):
+        """Publish the learner's weights (with self-play, freeze them into the opponent
+        pool when due and send the pool with them); returns the pool's reference."""
+        weights = self.learner.weights()
+        if self.snapshots is not None:
+            if self.snapshots.due(self.state.counters.updates):
+                self.snapshots.add(weights)
+            weights = self.snapshots.attach(weights)
+        return self.pool.publish(weights)
 
     def _update_row(self, learner_metrics: dict) -> dict:
         """The counters after an update and its learner metrics, by metrics-row name."""
@@ -338,7 +351,7 @@ class Trainer:
         self._report(force=True)
         if self.evals is not None and not stop.received:
             self.evals.finish(self.state.counters,
-                              lambda: self.pool.publish(self.learner.weights()))
+                              self._publish)
         self.ckpt.save()
 
     def stop_on_error(self, error: RunStopped) -> None:

@@ -25,6 +25,7 @@ from distributed_ac.core.errors import EnvError
 from distributed_ac.envs.atari import Preprocess, make_single
 from distributed_ac.envs.packages import import_packages
 from distributed_ac.envs.multiagent import ACTIVE_KEY, ParallelVectorEnv
+from distributed_ac.envs.games import check_greedy
 from distributed_ac.envs.selfplay import Baseline, SelfPlayVectorEnv
 from distributed_ac.envs.vector import (
     made,
@@ -54,6 +55,8 @@ def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
                                         Preprocess.of(cfg, training=False), cfg.self_play,
                                         **kwargs)
     if isinstance(parallel, SelfPlayVectorEnv):  # one game against the fixed player
+        if cfg.eval_opponent == "greedy":
+            check_greedy(parallel.single_observation_space["observation"].shape, cfg.env)
         parallel.opponents = Baseline(cfg.eval_opponent)
     if parallel is not None:  # a PettingZoo env: one copy, a row per agent (or a game)
         return parallel

@@ -28,6 +28,7 @@ from distributed_ac.envs.multiagent import ParallelVectorEnv
 from distributed_ac.envs.vector import space_for
 from distributed_ac.learning.tf_runtime import load_tensorflow
 from distributed_ac.run.rundir import open_run, open_trained, saved_config
+from distributed_ac.training.evaluation import game_rates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +100,19 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
 
 
 def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = False,
-             video: Path | None = None, seed: int | None = None, best: bool = False) -> dict:
+             video: Path | None = None, seed: int | None = None, best: bool = False,
+             opponent: str | None = None) -> dict:
     """Evaluate the newest checkpoint of a run (with `best`: the best evaluation's during
     training); return the summary `dac evaluate` prints, with each episode's return in
-    order (episode i ran on seed `seed` + i)."""
+    order (episode i ran on seed `seed` + i). A self-play run's games are played against
+    `opponent` (default its eval_opponent), and the summary has their win rates."""
     if episodes < 1:
         raise UsageError("--episodes must be >= 1")
     cfg, space, nets, path = load_trained(run_dir, best)  # checks the path, then loads TF
+    if opponent is not None:
+        if not cfg.self_play:
+            raise UsageError("--opponent: this run did not train by self-play")
+        cfg = dataclasses.replace(cfg, eval_opponent=opponent)
     from distributed_ac.run.checkpoint import read_counters
 
     if best:
@@ -122,7 +129,9 @@ def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = Fal
             "episodes": episodes, "deterministic": deterministic, "seed": base,
             "mean": float(returns.mean()), "std": float(returns.std()),
             "min": float(returns.min()), "max": float(returns.max()),
-            **_per_policy(cfg, space, per_agent), "returns": returns.tolist()}
+            **_per_policy(cfg, space, per_agent),
+            **({"opponent": cfg.eval_opponent, **game_rates(returns)} if cfg.self_play else {}),
+            "returns": returns.tolist()}
 
 
 def _per_policy(cfg: Config, space, agent_returns: np.ndarray | None) -> dict:

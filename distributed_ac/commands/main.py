@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 # Quiet TensorFlow's C++ start-up chatter before anything imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -56,6 +56,8 @@ class EvaluateArgs:
     """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
     best: tyro.conf.FlagCreatePairsOff[bool] = False
     """Evaluate the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
+    opponent: Optional[Literal["random", "greedy"]] = None
+    """A self-play run: the fixed player its games are played against (default: the run's eval_opponent)."""
 
 
 def cmd_evaluate(argv: list[str]) -> int:
@@ -65,7 +67,7 @@ def cmd_evaluate(argv: list[str]) -> int:
     from distributed_ac.commands.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,
-                      args.best)
+                      args.best, args.opponent)
     print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
           f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
     print(json.dumps(result), flush=True)

@@ -32,6 +32,7 @@ from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
 from distributed_ac.core.errors import NonFiniteLossError, RunStopped
 from distributed_ac.core.policies import episodes_by_policy, groups_for
+from distributed_ac.envs.games import check_greedy
 from distributed_ac.envs.vector import space_for
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
@@ -73,6 +74,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     start = time.monotonic()
     space = space_for(cfg)  # a bad env leaves no run directory behind
     groups_for(space.agent_names, cfg.policy_mapping, cfg.env)  # a bad mapping, likewise
+    if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":
+        check_greedy(space.obs_shape, cfg.env)  # a game the greedy player cannot play
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Checked before Ray starts, written only once it is up: a cluster that does not

@@ -1,0 +1,85 @@
+"""Self-play end to end: `dac train --self-play` on PettingZoo's tic-tac-toe on an
+embedded local Ray (two workers) keeps its pool of frozen versions in the run directory
+and logs the win rate against the fixed player; `dac evaluate --opponent` reports win,
+draw and loss rates; a short run beats random moves more often than random moves do."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from failed_runs import crash_report
+from helpers import cli_run, dac
+
+pytest.importorskip("pettingzoo")
+pytestmark = pytest.mark.e2e
+
+TTT = "pettingzoo.classic.tictactoe_v3:env"
+RANDOM_WIN_RATE = 0.436  # random moves against random moves, the seat drawn each game
+
+
+def train(*flags: str, run_dir: Path) -> dict:
+    out = dac("train", "--env", TTT, "--self-play", "--run-dir", str(run_dir), *flags,
+              timeout=600)
+    assert out.returncode == 0, crash_report(out)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def game_run(tmp_path_factory) -> tuple[Path, dict]:
+    run = tmp_path_factory.mktemp("ttt") / "run"
+    summary = train("--num-workers", "2", "--num-envs", "8", "--rollout-length", "32",
+                    "--snapshot-every", "2", "--opponent-pool-size", "3", "--eval-every", "3",
+                    "--eval-episodes", "20", "--total-env-steps", str(8 * 32 * 7),
+                    "--seed", "1", run_dir=run)
+    return run, summary
+
+
+def test_the_pool_of_frozen_versions_is_kept_in_the_run_directory(game_run):
+    run, summary = game_run
+    assert summary["updates"] == 7 and summary["workers"] == 2
+    kept = sorted(int(p.stem[1:]) for p in (run / "opponents").glob("v*.npz"))
+    assert kept == [2, 4, 6]  # every 2 updates from the initial v0, the newest 3 kept
+
+
+def test_evaluation_during_training_logs_the_win_rate_against_the_fixed_player(game_run):
+    run, summary = game_run
+    assert summary["eval_opponent"] == "greedy" and 0.0 <= summary["eval_win_rate"] <= 1.0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval/win_rate" in r]
+    assert evals and all(abs(r["eval/win_rate"] + r["eval/draw_rate"] + r["eval/loss_rate"] - 1)
+                         < 1e-9 for r in evals)
+
+
+def test_evaluate_plays_either_fixed_player_and_counts_games(game_run, capsys):
+    run, _ = game_run
+    for opponent in ("random", "greedy"):
+        code, out, err = cli_run(capsys, "evaluate", str(run), "--episodes", "30",
+                                 "--opponent", opponent)
+        assert code == 0, err
+        result = json.loads(out.strip().splitlines()[-1])
+        returns = np.array(result["returns"])
+        assert result["opponent"] == opponent and set(returns) <= {-1.0, 0.0, 1.0}
+        assert result["win_rate"] == np.mean(returns > 0)
+
+
+def test_a_short_self_play_run_beats_random_moves_more_often_than_random_moves_do():
+    """Serial, seed 0: 100 updates of 2,048 moves against its own frozen versions; then
+    500 games against random moves (random against random wins 43.6%)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        train("--serial", "--num-workers", "1", "--seed", "0", "--total-env-steps", "204800",
+              run_dir=run)
+        out = dac("evaluate", str(run), "--episodes", "500", "--opponent", "random")
+    assert out.returncode == 0, crash_report(out)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["win_rate"] >= 0.6, result
+
+
+def test_self_play_on_an_env_that_is_no_game_is_one_line_exit_2(tmp_path):
+    out = dac("train", "--env", "CartPole-v1", "--self-play", "--run-dir", str(tmp_path / "r"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, crash_report(out)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "self_play takes a PettingZoo AEC game" in lines[0], lines
+    assert not (tmp_path / "r").exists()

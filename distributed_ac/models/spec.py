@@ -98,10 +98,9 @@ class ModelSpec:
 
 def shared_for(cfg: Config, encoder: str) -> bool:
     """Whether actor and critic share a trunk (topology, auto resolved: shared behind a
-    CNN, whose backward pass is most of a learner step, and with a recurrent core, whose
-    unroll is; separate for a feed-forward MLP)."""
+    CNN, whose backward pass is most of a learner step, separate behind an MLP)."""
     if cfg.topology == "auto":
-        return registry.ENCODERS[encoder].images or cfg.core != "none"
+        return registry.ENCODERS[encoder].images
     return cfg.topology == "shared"
 
 

@@ -90,8 +90,7 @@ def test_torso_mlp_ln_builds_the_learner_the_workers_and_the_export_from_one_par
                  envs_per_worker=4, rollout_length=8, total_env_steps=10**6)
     learner, policy, space = _trained_learner(cfg)
     spec = learner.spec
-    # topology auto: separate for a feed-forward MLP, shared with a recurrent core
-    assert spec.encoder == "mlp_ln" and spec.shared == (core != "none")
+    assert spec.encoder == "mlp_ln" and not spec.shared  # topology auto: separate, as an MLP
     assert not spec.image_encoder  # a vector encoder, as mlp is
     if core != "none":
         assert spec.core_size == 16  # core_size auto behind an MLP: its last width

@@ -144,14 +144,3 @@ def learner_tf_threads(cfg: Config, workers: int, cpus: int, local: bool) -> int
     if cfg.serial or not local:  # serial: one thing runs at a time; cluster: unknown layout
         return None
     return max(1, cpus - math.ceil(workers * cfg.worker_cpus))
-
-
-def learner_inter_op_threads(cfg: Config, threads: int | None, two_unrolls: bool) -> int | None:
-    """The learner's inter-op threads given its intra-op `threads`. A separate actor and
-    critic with recurrent cores unroll as two independent chains of small ops; with one
-    thread they run one after the other, with two inter-op threads side by side (each
-    op still on one intra-op thread). Only when the threads are auto: a set
-    learner_threads is taken as it is."""
-    if threads == 1 and two_unrolls and not cfg.learner_threads:
-        return 2
-    return threads

@@ -63,7 +63,6 @@ class Learner:
         self.cfg, self.space = cfg, space
         self.device = pick_device(cfg.device)
         self.threads = tf.config.threading.get_intra_op_parallelism_threads()  # 0 = TF's default
-        self.inter_op_threads = tf.config.threading.get_inter_op_parallelism_threads()
         log.info("learner device: %s", self.device)
         keras.utils.set_random_seed(cfg.seed)
         with tf.device(self.device):

@@ -13,12 +13,7 @@ import logging
 import os
 import sys
 
-from distributed_ac.config.plan import (
-    auto_workers,
-    learner_inter_op_threads,
-    learner_tf_threads,
-    make_plan,
-)
+from distributed_ac.config.plan import auto_workers, learner_tf_threads, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import DeviceError
 from distributed_ac.learning.tf_runtime import has_nvidia_device, load_tensorflow
@@ -129,18 +124,15 @@ def _warm_learner(cfg: Config, space, threads: int | None):
         tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
         from distributed_ac.learning.policy_set import learner_for
 
-    spec = ModelSpec.of(cfg, space)
-    set_tf_threads(tf, threads, learner_inter_op_threads(
-        cfg, threads, two_unrolls=spec.core != "none" and not spec.shared))
+    set_tf_threads(tf, threads)
 
     learner = learner_for(cfg, space)
     learner.warm_up()
     return learner
 
 
-def set_tf_threads(tf, threads: int | None, inter_op: int | None = None) -> None:
-    """TensorFlow's intra- and inter-op threads, before its first op (None: its default;
-    inter_op None: as many as intra-op).
+def set_tf_threads(tf, threads: int | None) -> None:
+    """TensorFlow's intra- and inter-op threads, before its first op (None: its default).
 
     In a process where TensorFlow has already run ops they are fixed; that is said, not
     raised, since the learner works either way."""
@@ -148,7 +140,7 @@ def set_tf_threads(tf, threads: int | None, inter_op: int | None = None) -> None
         return
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(inter_op or threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     except RuntimeError:
         log.info("TensorFlow threads already fixed at %d (asked for %d)",
                  tf.config.threading.get_intra_op_parallelism_threads(), threads)

@@ -181,15 +181,11 @@ class Trainer:
         self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
                         learner_device=self.learner.device,
                         learner_threads=self.learner.threads or "TensorFlow's default",
-                        learner_inter_op_threads=(self.learner.inter_op_threads
-                                                  or "TensorFlow's default"),
                         bootstrap_values=self.learner.objective.bootstrap_values_from)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
                            f"and {spans['critic']:,d} optimizer steps")
-        threads, inter = self.learner.threads, self.learner.inter_op_threads
-        threads = (f" ({threads} TF thread(s)" + (f", {inter} inter-op" if inter != threads else "")
-                   + ")") if threads else ""
+        threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
         self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
                            f"{self.plan.describe(cfg.mode)}")
 

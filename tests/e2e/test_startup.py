@@ -128,28 +128,3 @@ def test_matplotlib_is_hidden_only_while_tensorflow_loads():
             "print('ok')\n")
     out = python("-c", code, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
-
-
-THREADS = textwrap.dedent("""
-    import sys
-    import tensorflow as tf
-    from distributed_ac.training import startup
-    from distributed_ac.config.schema import Config
-    from distributed_ac.envs.vector import probe_space
-
-    cfg = Config(env="distributed_ac.envs.memory:CartPoleNoVel", core=sys.argv[1],
-                 topology=sys.argv[2], num_workers=1)
-    learner = startup.build_learner(cfg, probe_space(cfg.env), 1)
-    print(tf.config.threading.get_intra_op_parallelism_threads(),
-          tf.config.threading.get_inter_op_parallelism_threads(), learner.inter_op_threads)
-""")
-
-
-def test_a_one_thread_learner_unrolls_separate_recurrent_networks_on_two_inter_op_threads():
-    """Two independent chains of small ops (the actor's and the critic's unroll) run side
-    by side; a single chain (one shared core, or none) stays on one thread."""
-    for core, topology, want in (("lstm", "separate", "1 2 2"), ("lstm", "shared", "1 1 1"),
-                                 ("none", "separate", "1 1 1")):
-        out = python("-c", THREADS, core, topology, timeout=180)
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split("\n")[-2].strip() == want, (core, topology, out.stdout)

@@ -6,7 +6,6 @@ import yaml
 from distributed_ac.config import presets
 from distributed_ac.config.plan import (
     auto_workers,
-    learner_inter_op_threads,
     learner_tf_threads,
     make_plan,
     minibatch_count,
@@ -109,14 +108,6 @@ def test_learner_threads_leave_the_local_workers_their_cores():
     assert learner_tf_threads(Config(learner_threads=3), 4, 16, local=False) == 3
     with pytest.raises(ConfigError, match="learner_threads"):
         Config(learner_threads=-1)
-
-
-def test_a_one_thread_learner_runs_two_independent_unrolls_on_two_inter_op_threads():
-    assert learner_inter_op_threads(Config(), 1, two_unrolls=True) == 2
-    assert learner_inter_op_threads(Config(), 1, two_unrolls=False) == 1  # one chain of ops
-    assert learner_inter_op_threads(Config(), 3, two_unrolls=True) == 3  # already more
-    assert learner_inter_op_threads(Config(), None, two_unrolls=True) is None  # TF decides
-    assert learner_inter_op_threads(Config(learner_threads=1), 1, two_unrolls=True) == 1  # as set
 
 
 def test_the_plan_is_written_where_a_reader_finds_every_resolved_value(tmp_path):

@@ -94,10 +94,54 @@ class MatchId(ParallelEnv):
 
 
 class Mismatched(MatchId):
-    """agent_1 has one action more than the others: no one policy can act for all."""
+    """agent_1 acts with a Box where the others pick one of 3: no padding joins them."""
 
     def action_space(self, agent):
-        return gym.spaces.Discrete(4) if agent == "agent_1" else self._act_space
+        return (gym.spaces.Box(-1.0, 1.0, (2,), np.float32) if agent == "agent_1"
+                else self._act_space)
+
+
+class Unequal(ParallelEnv):
+    """Two agents whose spaces differ: "pair" sees a one-hot of 2 and picks one of 2
+    actions, "quad" sees a one-hot of 4 and picks one of 4. Each step draws each agent's
+    target anew and rewards an agent 1 when its action is the target its last
+    observation showed. An episode is LENGTH steps, so its return is LENGTH for a policy
+    that reads its target, LENGTH / 2 (pair) and LENGTH / 4 (quad) for a uniform one."""
+
+    LENGTH = 8
+    CHOICES = {"pair": 2, "quad": 4}
+    metadata = {"name": "unequal_v0", "render_modes": []}
+
+    def __init__(self, render_mode=None):
+        self.possible_agents = list(self.CHOICES)
+        self.render_mode = render_mode
+        self.rng = np.random.default_rng(0)
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 1.0, (self.CHOICES[agent],), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(self.CHOICES[agent])
+
+    def _observe(self):
+        self.target = {a: int(self.rng.integers(n)) for a, n in self.CHOICES.items()}
+        return {a: np.eye(n, dtype=np.float32)[self.target[a]] for a, n in self.CHOICES.items()}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.k, self.agents = 0, list(self.possible_agents)
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        for agent, action in actions.items():
+            assert 0 <= int(action) < self.CHOICES[agent], (agent, action)
+        rewards = {a: float(int(actions[a]) == self.target[a]) for a in self.agents}
+        self.k += 1
+        over = self.k >= self.LENGTH
+        agents, self.agents = self.agents, [] if over else self.agents
+        return (self._observe(), rewards, {a: False for a in agents},
+                {a: over for a in agents}, {a: {} for a in agents})
 
 
 class TakingTurns(AECEnv):

@@ -22,8 +22,10 @@ in possible_agents as a Discrete entry `AGENT_ID_KEY` (a Dict observation gains 
 any other becomes {"obs": it, "agent_id": index}), which envs/structured.py reads as a
 one-hot like any Discrete entry, so the shared policy can tell the agents apart.
 
-All agents must share one observation space and one action space (one policy reads and
-acts for them all); other envs are refused in one line. No TensorFlow or Ray here.
+Agents whose spaces differ share the rows' spaces through envs/padding.py: observations
+zero-padded to the widest agent's, Discrete actions to the most choices, each row's
+missing choices masked out by an `action_mask` entry (1 = the agent has it). Spaces
+that cannot be padded into one are refused in one line. No TensorFlow or Ray here.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from distributed_ac.core.errors import EnvError
+from distributed_ac.envs.padding import Padding, padding_for
+from distributed_ac.envs.structured import MASK_KEY
 
 ACTIVE_KEY = "agent_active"
 AGENT_ID_KEY = "agent_id"
@@ -116,37 +120,41 @@ def as_parallel(made, env: str):
                    "ParallelEnv or AECEnv")
 
 
-def shared_spaces(penv, env: str) -> tuple[gym.Space, gym.Space]:
-    """The one observation space and one action space every possible agent has."""
+def row_spaces(penv, env: str) -> tuple[gym.Space, gym.Space, Padding | None]:
+    """The observation and action spaces of every row: the one pair all possible agents
+    have (Padding None), else the padded pair (envs/padding.py) and how to pad."""
     agents = list(getattr(penv, "possible_agents", None) or [])
     if not agents:
         raise EnvError(f"'{env}' lists no possible_agents; the rows of its batch are one "
                        "per possible agent")
-    groups: dict[tuple[str, str], list[str]] = {}
-    for agent in agents:
-        key = (_one_line(penv.observation_space(agent)), _one_line(penv.action_space(agent)))
-        groups.setdefault(key, []).append(str(agent))
-    if len(groups) > 1:
-        kinds = "; ".join(f"{', '.join(names)}: observation {o}, action {a}"
-                          for (o, a), names in groups.items())
-        raise EnvError(f"'{env}': one shared policy needs every agent to have the same "
-                       f"observation and action spaces, and they differ ({kinds})")
-    first = agents[0]
-    return penv.observation_space(first), penv.action_space(first)
+    obs = [penv.observation_space(a) for a in agents]
+    act = [penv.action_space(a) for a in agents]
+    if len({(_one_line(o), _one_line(a)) for o, a in zip(obs, act)}) == 1:
+        return obs[0], act[0], None
+    pad = padding_for(obs, act, [str(a) for a in agents], env)
+    return pad.obs_space, pad.act_space, pad
 
 
 def _one_line(space) -> str:
     return " ".join(str(space).split())
 
 
-def with_agent_id(space: gym.Space, agents: int) -> gym.spaces.Dict:
-    """`space` with the agent's index as the Discrete(agents) entry AGENT_ID_KEY."""
-    if isinstance(space, gym.spaces.Dict):
-        if AGENT_ID_KEY in space.spaces:
-            raise EnvError(f"the agents' Dict observations have an entry '{AGENT_ID_KEY}' "
-                           "already; turn agent_id off (--no-agent-id) to read them as they are")
-        return gym.spaces.Dict({**space.spaces, AGENT_ID_KEY: gym.spaces.Discrete(agents)})
-    return gym.spaces.Dict({OBS_KEY: space, AGENT_ID_KEY: gym.spaces.Discrete(agents)})
+def row_observation_space(space: gym.Space, agents: int, agent_id: bool,
+                          mask: int = 0) -> gym.Space:
+    """A row's observation: `space` with the agent's index as the Discrete(agents) entry
+    AGENT_ID_KEY (agent_id) and, for padded actions, a MASK_KEY entry of `mask` choices;
+    a Dict gains the keys, any other space becomes {OBS_KEY: it, ...}."""
+    if not agent_id and not mask:
+        return space
+    if isinstance(space, gym.spaces.Dict) and AGENT_ID_KEY in space.spaces and agent_id:
+        raise EnvError(f"the agents' Dict observations have an entry '{AGENT_ID_KEY}' "
+                       "already; turn agent_id off (--no-agent-id) to read them as they are")
+    entries = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {OBS_KEY: space}
+    if mask:
+        entries[MASK_KEY] = gym.spaces.Box(0, 1, (mask,), np.int8)
+    if agent_id:
+        entries[AGENT_ID_KEY] = gym.spaces.Discrete(agents)
+    return gym.spaces.Dict(entries)
 
 
 class ParallelVectorEnv(gym.vector.VectorEnv):
@@ -158,11 +166,13 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
         first = self.copies[0]
         self.agents = tuple(getattr(first, "possible_agents", None) or ())
         self.name = name
-        self._inner, act_space = shared_spaces(first, name)
+        self._inner, act_space, self._pad = row_spaces(first, name)
         self.num_agents = len(self.agents)
         self.with_id = agent_id and self.num_agents > 1
-        self.single_observation_space = (with_agent_id(self._inner, self.num_agents)
-                                         if self.with_id else self._inner)
+        masked = self._pad is not None and self._pad.choices is not None
+        self._masks = np.tile(self._pad.masks(), (num_envs, 1)) if masked else None
+        self.single_observation_space = row_observation_space(
+            self._inner, self.num_agents, self.with_id, int(act_space.n) if masked else 0)
         self.single_action_space = act_space
         self.num_envs = num_envs * self.num_agents
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -175,6 +185,11 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
                                         create_empty_array(self._inner, 1, np.zeros))))
         self._alive = np.zeros(self.num_envs, bool)  # the row's agent acts on the next step
         self._ended = np.zeros(num_envs, bool)  # the copy's episode is over: next step resets
+
+    @property
+    def padded_actions(self) -> bool:
+        """Whether the agents' Discrete actions differ, so rows carry masks."""
+        return self._masks is not None
 
     def reset(self, *, seed=None, options=None):
         """Reset every copy (copy i with seed[i], or seed + i for an int seed)."""
@@ -215,7 +230,8 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
         agents act next. An agent that leaves `agents` with neither flag is truncated."""
         base = c * self.num_agents
         acting = [(j, a) for j, a in enumerate(self.agents) if self._alive[base + j]]
-        obs, rew, term, trunc, _ = penv.step({a: actions[base + j] for j, a in acting})
+        obs, rew, term, trunc, _ = penv.step({a: self._action(j, a, actions[base + j])
+                                              for j, a in acting})
         still = set(penv.agents)
         for j, agent in acting:
             row = base + j
@@ -224,7 +240,7 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
                 agent not in still and not terminated[row])
             rewards[row] = float(rew.get(agent, 0.0))
             if agent in obs:
-                rows[row] = obs[agent]
+                rows[row] = self._own(j, obs[agent])
         gone = terminated | truncated
         self._arrived(c, penv, obs, rows, gone)
 
@@ -244,22 +260,33 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
             if agent not in obs:
                 raise EnvError(f"'{self.name}': agent '{agent}' is in agents but got no "
                                "observation")
-            rows[base + j] = obs[agent]
+            rows[base + j] = self._own(j, obs[agent])
             self._alive[base + j] = True
         self._ended[c] = not self._alive[self._rows(c)].any()
         if gone is None and self._ended[c]:
             raise EnvError(f"'{self.name}': reset() left no agent alive")
 
+    def _own(self, j: int, o):
+        """Agent j's observation as its row holds it (padded where spaces differ)."""
+        return o if self._pad is None else self._pad.obs(j, o)
+
+    def _action(self, j: int, agent, a):
+        """Row action `a` as agent j's own space takes it."""
+        return a if self._pad is None else self._pad.action(j, a, str(agent))
+
     def _batch(self, rows: list):
         """The rows' observations as one fresh batch (the worker keeps every step's), with
-        the agent ids."""
+        the padded actions' masks and the agent ids."""
         out = concatenate(self._inner, rows, create_empty_array(self._inner, self.num_envs,
                                                                 np.zeros))
-        if not self.with_id:
+        if not self.with_id and self._masks is None:
             return out
-        if isinstance(self._inner, gym.spaces.Dict):
-            return {**out, AGENT_ID_KEY: self._ids.copy()}
-        return {OBS_KEY: out, AGENT_ID_KEY: self._ids.copy()}
+        batch = dict(out) if isinstance(self._inner, gym.spaces.Dict) else {OBS_KEY: out}
+        if self._masks is not None:
+            batch[MASK_KEY] = self._masks.copy()
+        if self.with_id:
+            batch[AGENT_ID_KEY] = self._ids.copy()
+        return batch
 
     def render(self):
         return self.copies[0].render()

@@ -134,6 +134,10 @@ def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
     if isinstance(venv.unwrapped, ParallelVectorEnv):
         space = dataclasses.replace(space, agents=venv.unwrapped.num_agents,
                                     agent_names=tuple(map(str, venv.unwrapped.agents)))
+        if venv.unwrapped.padded_actions and not use_mask:
+            raise EnvError(f"'{env}': its agents' Discrete actions are padded to one space "
+                           "with the choices an agent lacks masked out; ignore_action_mask "
+                           "would let a policy pick them")
     if parts is None:
         return space
     if parts.mask_size and parts.mask_size != space.num_actions:

@@ -128,7 +128,7 @@ def test_every_shipped_preset_is_a_valid_config_for_its_env():
 
     for name in presets.available():
         cfg = load_yaml(presets.DIR / f"{name}.yaml")
-        assert cfg.env.replace("/", "_") == name, f"{name}.yaml trains {cfg.env}"
+        assert presets.stem_of(cfg.env) == name, f"{name}.yaml trains {cfg.env}"
 
 
 def test_the_fallback_presets_are_valid_configs_that_leave_the_env_alone():
@@ -140,6 +140,8 @@ def test_the_fallback_presets_are_valid_configs_that_leave_the_env_alone():
     assert presets.for_env("Acrobot-v1") == presets.DIR / "default.yaml"
     assert presets.for_env("ALE/Pong-v5") == presets.DIR / "atari.yaml"
     assert presets.for_env("popgym-CountRecallHard-v0") == presets.DIR / "popgym.yaml"
+    assert (presets.for_env("mpe2.simple_spread_v3:parallel_env")
+            == presets.DIR / "mpe2.simple_spread_v3_parallel_env.yaml")  # an entry point's
     assert load_yaml(presets.DIR / "popgym.yaml").core == "lstm"  # memory tasks
     atari = load_yaml(presets.DIR / "atari.yaml", Config(env="ALE/Pong-v5"))
     assert atari.normalize_obs is False and atari.topology == "shared"

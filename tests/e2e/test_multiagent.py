@@ -123,8 +123,9 @@ def test_evaluate_refuses_to_record_a_pettingzoo_env_in_one_line(spread_run, tmp
 
 @pytest.mark.parametrize("env, flags, needle", [
     ("parallel_envs:not_an_env", [], "made a dict, not a Gymnasium Env nor a PettingZoo"),
-    ("parallel_envs:Mismatched", [], "agent_1: observation Box(-1.0, 1.0, (1,), float32), "
-                                     "action Discrete(4)"),
+    ("parallel_envs:Mismatched", [], "the agents' action spaces differ (agent_0: Discrete(3), "
+                                     "agent_1: Box"),
+    ("parallel_envs:Unequal", ["--ignore-action-mask"], "ignore_action_mask would let"),
     ("parallel_envs:TakingTurns", [], "does not set is_parallelizable"),
     ("parallel_envs:MatchId", ["--vectorization", "async"], "vectorization auto or sync"),
 ])
@@ -181,6 +182,18 @@ def test_separate_policies_each_learn_their_agent_s_action_without_the_agent_id(
     summary = train("--env", "parallel_envs:MatchId", "--num-workers", "1", "--seed", "0",
                     "--total-env-steps", str(MATCH_BUDGET), "--no-agent-id",
                     "--policy-mapping", "agent_0=p0", "agent_1=p1", "agent_2=p2")
+    assert summary["mean_return_100"] >= 7.0, summary
+
+
+@pytest.mark.parametrize("mapping", [(), ("pair=p_pair", "quad=p_quad")])
+def test_agents_whose_spaces_differ_learn_through_padded_rows(mapping):
+    """Unequal's agents pick one of 2 and one of 4 actions from one-hots of 2 and 4: padded
+    to one row space with the missing choices masked, one shared policy and a policy
+    each both learn to read their targets (seed 0 read 7.87 and 7.94 of 8 at 40,960
+    agent steps, where uniform choices score 3)."""
+    flags = ("--policy-mapping", *mapping) if mapping else ()
+    summary = train("--env", "parallel_envs:Unequal", "--num-workers", "1", "--seed", "0",
+                    "--total-env-steps", "40000", *flags)
     assert summary["mean_return_100"] >= 7.0, summary
 
 

@@ -169,8 +169,8 @@ def test_an_aec_env_that_may_be_parallel_is_stepped_through_aec_to_parallel():
 
 @pytest.mark.parametrize("env, says", [
     ("parallel_envs:not_an_env", "made a dict, not a Gymnasium Env nor a PettingZoo"),
-    ("parallel_envs:Mismatched", "agent_0, agent_2: observation Box(-1.0, 1.0, (1,), float32), "
-                                 "action Discrete(3); agent_1: observation"),
+    ("parallel_envs:Mismatched", "agent_1: Box(-1.0, 1.0, (2,), float32), agent_2: Discrete(3)); "
+                                 "only Discrete actions (start 0) can be padded"),
     ("parallel_envs:TakingTurns", "does not set is_parallelizable"),
 ])
 def test_what_cannot_be_rows_of_one_policy_is_refused_in_one_line(env, says):

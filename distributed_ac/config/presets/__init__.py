@@ -1,8 +1,8 @@
 """Tuned settings per environment, shipped with the package (as rl-zoo ships its
 hyperparameter files).
 
-`dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' in an id
-becomes '_'). An env without a file of its own starts from its suite's file when its id
+`dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' and ':' in an
+id or a `module:function` entry point become '_'). An env without a file of its own starts from its suite's file when its id
 has a suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari
 PPO; a `popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
 `presets/default.yaml`: the settings that measured most robust across the suite of envs
@@ -25,8 +25,13 @@ FALLBACKS = (DEFAULT, *SUITES.values())
 
 def path_for(env: str) -> Path | None:
     """The preset file shipped for an env id, or None when none is."""
-    p = DIR / f"{env.replace('/', '_')}.yaml"
+    p = DIR / f"{stem_of(env)}.yaml"
     return p if p.is_file() and p.stem not in FALLBACKS else None
+
+
+def stem_of(env: str) -> str:
+    """The file stem an env id's or entry point's preset has: '/' and ':' become '_'."""
+    return env.replace("/", "_").replace(":", "_")
 
 
 def suite_of(env: str) -> str | None:

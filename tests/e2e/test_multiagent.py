@@ -197,6 +197,25 @@ def test_agents_whose_spaces_differ_learn_through_padded_rows(mapping):
     assert summary["mean_return_100"] >= 7.0, summary
 
 
+def test_mpe_world_comm_trains_its_leader_s_20_actions_beside_the_others_5_and_evaluates(
+        tmp_path, capsys):
+    """MPE's simple_world_comm: six agents, observations of 34 and 28 entries, the lead
+    adversary's 20 actions beside the others' 5, padded to one row space (masks on the
+    others' 15 missing choices) and trained with a policy per team on a Ray worker; `dac
+    evaluate` plays every agent back through the same padding."""
+    pytest.importorskip("mpe2")
+    run = tmp_path / "run"
+    summary = train("--env", "mpe2.simple_world_comm_v3:parallel_env", "--num-workers", "1",
+                    "--num-envs", "2", "--rollout-length", "25", "--hidden-sizes", "16",
+                    "--policy-mapping", "*adversary_*=adversaries", "agent_*=agents",
+                    "--total-env-steps", str(2 * 6 * 2 * 25), run_dir=run)
+    assert summary["updates"] == 2 and summary["nonfinite_batches"] == 0, summary
+    code, out, err = cli_run(capsys, "evaluate", str(run), "--episodes", "2")
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert set(result["policy_means"]) == {"adversaries", "agents"}, result
+
+
 @pytest.fixture(scope="module")
 def two_policy_run(tmp_path_factory) -> Path:
     """simple_spread on two Ray workers with agent_0's policy apart from the others'."""

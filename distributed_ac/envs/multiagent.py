@@ -39,7 +39,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from distributed_ac.core.errors import EnvError
-from distributed_ac.envs.padding import Padding, padding_for
+from distributed_ac.envs.padding import Padding, one_line, padding_for
 from distributed_ac.envs.structured import MASK_KEY
 
 ACTIVE_KEY = "agent_active"
@@ -129,14 +129,10 @@ def row_spaces(penv, env: str) -> tuple[gym.Space, gym.Space, Padding | None]:
                        "per possible agent")
     obs = [penv.observation_space(a) for a in agents]
     act = [penv.action_space(a) for a in agents]
-    if len({(_one_line(o), _one_line(a)) for o, a in zip(obs, act)}) == 1:
+    if len({(one_line(o), one_line(a)) for o, a in zip(obs, act)}) == 1:
         return obs[0], act[0], None
     pad = padding_for(obs, act, [str(a) for a in agents], env)
     return pad.obs_space, pad.act_space, pad
-
-
-def _one_line(space) -> str:
-    return " ".join(str(space).split())
 
 
 def row_observation_space(space: gym.Space, agents: int, agent_id: bool,

@@ -64,15 +64,15 @@ def padding_for(obs_spaces: list, act_spaces: list, names: list[str], env: str) 
     low = _padded(obs_spaces, shape, dtype, "low", np.fmin)
     high = _padded(obs_spaces, shape, dtype, "high", np.fmax)
     obs_space = gym.spaces.Box(low, high, shape, dtype)
-    if all(_same(a, act_spaces[0]) for a in act_spaces):
-        return Padding(obs_space, act_spaces[0], tuple(s.shape for s in obs_spaces), None)
+    shapes = tuple(s.shape for s in obs_spaces)
+    if len({one_line(a) for a in act_spaces}) == 1:
+        return Padding(obs_space, act_spaces[0], shapes, None)
     if not all(isinstance(a, gym.spaces.Discrete) and int(a.start) == 0 for a in act_spaces):
         kinds = ", ".join(f"{n}: {a}" for n, a in zip(names, act_spaces))
         raise EnvError(f"'{env}': the agents' action spaces differ ({kinds}); only Discrete "
                        "actions (start 0) can be padded to one space, as masked choices")
     choices = tuple(int(a.n) for a in act_spaces)
-    return Padding(obs_space, gym.spaces.Discrete(max(choices)),
-                   tuple(s.shape for s in obs_spaces), choices)
+    return Padding(obs_space, gym.spaces.Discrete(max(choices)), shapes, choices)
 
 
 def _check_obs(spaces: list, names: list[str], env: str) -> None:
@@ -94,5 +94,6 @@ def _padded(spaces: list, shape, dtype, bound: str, combine) -> np.ndarray:
     return np.where(np.isnan(out), 0.0, out).astype(dtype)
 
 
-def _same(a: gym.Space, b: gym.Space) -> bool:
-    return " ".join(str(a).split()) == " ".join(str(b).split())
+def one_line(space: gym.Space) -> str:
+    """A space as one line of text: what tells two agents' spaces equal, and names them."""
+    return " ".join(str(space).split())

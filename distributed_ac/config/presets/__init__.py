@@ -2,14 +2,14 @@
 hyperparameter files).
 
 `dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' and ':' in an
-id or a `module:function` entry point become '_'). An env without a file of its own starts from its suite's file when its id
-has a suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari
-PPO; a `popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
-`presets/default.yaml`: the settings that measured most robust across the suite of envs
-(docs/notes/defaults-without-a-preset.md). Either way `dac train`
-says so in one line and
-then applies --config and the flags on top, so anything set explicitly wins;
-`--no-preset` starts from the package base (config.Config's field defaults) instead.
+id or a `module:function` entry point become '_'). An env without a file of its own
+starts from its suite's file when its id has a suite's prefix (SUITES: an `ALE/` id from
+`presets/atari.yaml`, cleanRL's Atari PPO; a `popgym-` id from `presets/popgym.yaml`,
+with a recurrent core), else from `presets/default.yaml`: the settings that measured
+most robust across the suite of envs (docs/notes/defaults-without-a-preset.md). Either
+way `dac train` says so in one line and then applies --config and the flags on top, so
+anything set explicitly wins; `--no-preset` starts from the package base
+(config.Config's field defaults) instead.
 Each file says what it was tuned with and what it reached.
 """
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from distributed_ac.bench.record import record
 from distributed_ac.bench.synthetic import random_weights, synthetic_batch, with_version
-from distributed_ac.config.plan import learner_tf_threads, make_plan
+from distributed_ac.config.plan import learner_inter_op_threads, learner_tf_threads, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.processes import die_with_parent, run_in_child, stop_children
@@ -192,8 +192,9 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
     from distributed_ac.training.startup import set_tf_threads
 
     # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-    tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
-    set_tf_threads(tf, threads)
+    spec = ModelSpec.of(cfg, space)
+    tf = load_tensorflow(cnn=spec.image_encoder)
+    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
     from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.step_args import zero_core_state
 

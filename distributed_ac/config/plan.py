@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from distributed_ac.config.schema import Config
+from distributed_ac.config.schema import Config, minibatch_samples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ def make_plan(cfg: Config, workers: int, rows_per_env: int = 1) -> RunPlan:
     per_update = _joined_batches(cfg, envs)
     samples = sum(sorted(envs, reverse=True)[:per_update]) * rows_per_env * cfg.rollout_length
     clip = cfg.policy_loss == "clip"
-    minibatches = minibatch_count(samples, cfg.minibatch_size) if clip else 1
+    minibatches = minibatch_count(samples, minibatch_samples(cfg)) if clip else 1
     return RunPlan(workers=workers, envs=envs, rollout_length=cfg.rollout_length,
                    batches_per_update=per_update, minibatches=minibatches,
                    epochs=cfg.update_epochs if clip else 1,
@@ -144,3 +144,16 @@ def learner_tf_threads(cfg: Config, workers: int, cpus: int, local: bool) -> int
     if cfg.serial or not local:  # serial: one thing runs at a time; cluster: unknown layout
         return None
     return max(1, cpus - math.ceil(workers * cfg.worker_cpus))
+
+
+def learner_inter_op_threads(cfg: Config, threads: int | None, recurrent_pair: bool) -> int | None:
+    """TensorFlow's inter-op threads for a learner of `threads` intra-op threads: the same,
+    except that a clipped-surrogate update of two recurrent networks (`recurrent_pair`: a
+    core each, the separate topology) gets at least two. Its every minibatch step unrolls
+    the actor's and the critic's cores, two independent chains of small dependent ops
+    that a second thread runs side by side; such a learner is the slowest stage by far,
+    so its workers wait and leave a core idle for it. Each op still runs on `threads`
+    (intra-op), so its results are the same. learner_threads, when set, is kept."""
+    if threads is None or cfg.learner_threads or cfg.policy_loss != "clip" or not recurrent_pair:
+        return threads
+    return max(threads, 2)

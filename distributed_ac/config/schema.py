@@ -139,6 +139,8 @@ class Config:
     """policy_loss clip: passes over each learner batch."""
     minibatch_size: int = 64
     """policy_loss clip: samples per minibatch (one step of each optimizer); a batch of n samples is split evenly into round(n / minibatch_size)."""
+    recurrent_minibatch_size: int = 0
+    """policy_loss clip with a recurrent core: samples per minibatch, made of whole sequences (or bptt_length chunks of them); 0 = minibatch_size. presets/default.yaml sets 256 (16 chunks of 16 steps)."""
     normalize_obs: Optional[bool] = False
     """Normalise observations by running mean and variance, kept by the learner and sent with the weights; null = auto: on for vectors, off for images."""
     obs_clip: float = 10.0
@@ -286,6 +288,7 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.clip_ratio > 0, "clip_ratio must be > 0"),
         (c.update_epochs >= 1 and c.minibatch_size >= 1,
          "update_epochs and minibatch_size must be >= 1"),
+        (c.recurrent_minibatch_size >= 0, "recurrent_minibatch_size must be >= 0 (0 = minibatch_size)"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
         (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
          "max_env_failures and max_nonfinite_updates must be >= 1"),
@@ -323,6 +326,13 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
 def target_is_v(c: Config) -> bool:
     """V_target is synced to V after every update, so it equals V when the next begins."""
     return c.target_sync_every == 1 and c.target_tau == 1
+
+
+def minibatch_samples(c: Config) -> int:
+    """Samples per clipped-surrogate minibatch: recurrent_minibatch_size where a recurrent
+    core is trained on whole sequences and that is set, else minibatch_size."""
+    return (c.recurrent_minibatch_size if c.core != "none" and c.recurrent_minibatch_size
+            else c.minibatch_size)
 
 
 def _check_budget_holds_a_batch(c: Config) -> None:

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.rule import UpdateRule
-from distributed_ac.config.schema import Config
+from distributed_ac.config.schema import Config, minibatch_samples
 from distributed_ac.config.sections import LossSettings, OptimizerSettings
 from distributed_ac.core.batch import Batch, Weights
 from distributed_ac.core.errors import NonFiniteLossError
@@ -63,6 +63,7 @@ class Learner:
         self.cfg, self.space = cfg, space
         self.device = pick_device(cfg.device)
         self.threads = tf.config.threading.get_intra_op_parallelism_threads()  # 0 = TF's default
+        self.inter_op_threads = tf.config.threading.get_inter_op_parallelism_threads()
         log.info("learner device: %s", self.device)
         keras.utils.set_random_seed(cfg.seed)
         with tf.device(self.device):
@@ -227,7 +228,7 @@ class Learner:
                 columns, states = clipped.chunked(
                     columns, dict(actor_state=actor, critic_state=critic), c.bptt_length)
             metrics, finite = clipped.clipped_update_sequences(
-                self._sequence_step, columns, states, c.update_epochs, c.minibatch_size,
+                self._sequence_step, columns, states, c.update_epochs, minibatch_samples(c),
                 self.shuffle_rng)
         else:
             flat = lambda x: tf.reshape(x, [-1])  # noqa: E731  [T, N] -> [T * N]
@@ -237,7 +238,7 @@ class Learner:
             if legal is not None:
                 columns["legal"] = flat_legal
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
-                                                     c.update_epochs, c.minibatch_size,
+                                                     c.update_epochs, minibatch_samples(c),
                                                      self.shuffle_rng)
 
         def restore():

@@ -83,6 +83,7 @@ class LearnerSet:
                          for k, p in enumerate(groups.names)}
         first = next(iter(self.learners.values()))
         self.device, self.threads, self.spec = first.device, first.threads, first.spec
+        self.inter_op_threads = first.inter_op_threads
         self.objective = first.objective  # one update rule for every policy
         self.nets = NetworksSet({p: lr.nets for p, lr in self.learners.items()})
         self.updates = self.policy_version = 0

@@ -80,6 +80,11 @@ class ModelSpec:
         return self.core != "none"
 
     @property
+    def recurrent_pair(self) -> bool:
+        """An actor and a critic with a recurrent core each (the separate topology)."""
+        return self.recurrent and not self.shared
+
+    @property
     def image_encoder(self) -> bool:
         """A CNN reads (some of) the observations."""
         return registry.ENCODERS[self.encoder].images

@@ -13,7 +13,8 @@ import logging
 import os
 import sys
 
-from distributed_ac.config.plan import auto_workers, learner_tf_threads, make_plan
+from distributed_ac.config.plan import (
+    auto_workers, learner_inter_op_threads, learner_tf_threads, make_plan)
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import DeviceError
 from distributed_ac.learning.tf_runtime import has_nvidia_device, load_tensorflow
@@ -119,20 +120,22 @@ def build_learner(cfg: Config, space, threads: int | None):
 
 
 def _warm_learner(cfg: Config, space, threads: int | None):
+    spec = ModelSpec.of(cfg, space)
     with _without_matplotlib():
         # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-        tf = load_tensorflow(cnn=ModelSpec.of(cfg, space).image_encoder)
+        tf = load_tensorflow(cnn=spec.image_encoder)
         from distributed_ac.learning.policy_set import learner_for
 
-    set_tf_threads(tf, threads)
+    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
 
     learner = learner_for(cfg, space)
     learner.warm_up()
     return learner
 
 
-def set_tf_threads(tf, threads: int | None) -> None:
-    """TensorFlow's intra- and inter-op threads, before its first op (None: its default).
+def set_tf_threads(tf, threads: int | None, inter: int | None = None) -> None:
+    """TensorFlow's intra-op threads and inter-op threads (`inter`, else `threads`) before
+    its first op (None: its default).
 
     In a process where TensorFlow has already run ops they are fixed; that is said, not
     raised, since the learner works either way."""
@@ -140,7 +143,7 @@ def set_tf_threads(tf, threads: int | None) -> None:
         return
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(inter or threads)
     except RuntimeError:
         log.info("TensorFlow threads already fixed at %d (asked for %d)",
                  tf.config.threading.get_intra_op_parallelism_threads(), threads)

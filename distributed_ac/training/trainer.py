@@ -181,11 +181,16 @@ class Trainer:
         self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
                         learner_device=self.learner.device,
                         learner_threads=self.learner.threads or "TensorFlow's default",
+                        learner_inter_op_threads=(self.learner.inter_op_threads
+                                                  or "TensorFlow's default"),
                         bootstrap_values=self.learner.objective.bootstrap_values_from)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
                            f"and {spans['critic']:,d} optimizer steps")
         threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
+        if self.learner.threads and self.learner.inter_op_threads > self.learner.threads:
+            threads = f" ({self.learner.threads} TF thread(s) an op, " \
+                      f"{self.learner.inter_op_threads} side by side)"
         self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
                            f"{self.plan.describe(cfg.mode)}")
 

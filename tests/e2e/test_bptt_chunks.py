@@ -9,6 +9,7 @@ import tensorflow as tf
 from batches import CUE, small_recurrent, third_batch
 from helpers import train_quietly
 
+from distributed_ac.config.plan import make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.learning import clipped
@@ -50,6 +51,20 @@ def test_chunks_entered_with_pi_olds_states_score_what_the_workers_scored(core, 
     wrong, _ = nets.actor_and_value(chunk_obs, chunk_seq._replace(actor_state=zeros))
     wrong = learner.objective.policy_terms(wrong, tf.reshape(cut["actions"], [-1]), [L, chunks])[0]
     assert not np.allclose(wrong.numpy()[0], cut["logp"].numpy()[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("recurrent_minibatch_size,steps", [(48, 2 * 2), (0, 2 * 12)])
+def test_a_recurrent_learner_takes_as_many_optimizer_steps_as_its_plan_says(
+        recurrent_minibatch_size, steps):
+    """6 envs x 16 steps = 96 samples, chunks of 4: 48-sample minibatches (12 chunks)
+    make 2 steps a pass; unset, minibatch_size 8 makes 12."""
+    cfg = small_recurrent(policy_loss="clip", bptt_length=4, update_epochs=2,
+                          minibatch_size=8, recurrent_minibatch_size=recurrent_minibatch_size)
+    learner, batch = third_batch(cfg)
+    before = int(learner.actor_opt.iterations)
+    learner.step(batch)
+    assert int(learner.actor_opt.iterations) - before == steps
+    assert make_plan(cfg, 1).optimizer_steps_per_update == steps
 
 
 def test_chunk_c_of_sub_env_n_is_column_c_times_n_plus_n():

@@ -6,6 +6,7 @@ import yaml
 from distributed_ac.config import presets
 from distributed_ac.config.plan import (
     auto_workers,
+    learner_inter_op_threads,
     learner_tf_threads,
     make_plan,
     minibatch_count,
@@ -83,6 +84,23 @@ def test_sync_mode_joins_every_worker_and_minibatches_follow_the_batch():
     assert plan.minibatches == 4 and plan.expected_lag == 1.0
 
 
+def test_a_recurrent_core_takes_recurrent_minibatch_size_and_a_feed_forward_model_does_not():
+    base = dict(policy_loss="clip", num_envs=8, rollout_length=256, bptt_length=16,
+                minibatch_size=64, recurrent_minibatch_size=256)
+    assert make_plan(Config(**base, core="lstm"), 1).minibatches == 2048 // 256
+    assert make_plan(Config(**base), 1).minibatches == 2048 // 64  # core none
+    unset = {**base, "recurrent_minibatch_size": 0}
+    assert make_plan(Config(**unset, core="gru"), 1).minibatches == 2048 // 64
+    with pytest.raises(ConfigError, match="recurrent_minibatch_size must be >= 0"):
+        Config(recurrent_minibatch_size=-1)
+
+
+def test_the_default_preset_unrolls_16_chunks_a_minibatch_with_a_core():
+    cfg = load_yaml(presets.DIR / "default.yaml", Config(core="lstm"))
+    plan = make_plan(cfg, 1)
+    assert plan.learner_batch // plan.minibatches == 16 * cfg.bptt_length
+
+
 def test_minibatch_count_rounds_to_the_nearest_and_is_at_least_one():
     assert minibatch_count(4096, 128) == 32
     assert minibatch_count(100, 64) == 2
@@ -97,6 +115,18 @@ def test_auto_workers_fill_the_cpus_but_not_past_num_envs():
     assert auto_workers(Config(num_envs=8, envs_per_worker=2), 16, local=True) == 15
     assert auto_workers(Config(num_envs=16, worker_cpus=2.0), 9, local=True) == 4
     assert auto_workers(Config(), 1, local=True) == 1  # at least one
+
+
+def test_a_clipped_update_of_two_recurrent_networks_gets_a_second_inter_op_thread():
+    clip = Config(policy_loss="clip", core="lstm")
+    assert learner_inter_op_threads(clip, 1, recurrent_pair=True) == 2
+    assert learner_inter_op_threads(clip, 3, recurrent_pair=True) == 3  # already more
+    assert learner_inter_op_threads(clip, 1, recurrent_pair=False) == 1  # one shared core
+    pg = Config(policy_loss="pg", core="lstm")  # one step an update: the workers are busy
+    assert learner_inter_op_threads(pg, 1, recurrent_pair=True) == 1
+    assert learner_inter_op_threads(clip, None, recurrent_pair=True) is None  # TF's default
+    pinned = Config(policy_loss="clip", core="lstm", learner_threads=1)
+    assert learner_inter_op_threads(pinned, 1, recurrent_pair=True) == 1
 
 
 def test_learner_threads_leave_the_local_workers_their_cores():

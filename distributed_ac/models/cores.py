@@ -55,9 +55,11 @@ class RecurrentCore:
         if self.kind == "lstm":
             h, c = state
             z = x @ self.kernel + h @ self.recurrent + self.bias
-            i, f, g, o = np.split(z, 4, axis=-1)
-            c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h = _sigmoid(o) * np.tanh(c)
+            # one sigmoid over all four gates (g's share unused) and views, not np.split:
+            # at a worker's few rows a step costs its NumPy calls, not their arithmetic
+            gates, n = _sigmoid(z), self.units
+            c = gates[:, n:2 * n] * c + gates[:, :n] * np.tanh(z[:, 2 * n:3 * n])
+            h = gates[:, 3 * n:] * np.tanh(c)
             return h, (h, c)
         (h,) = state
         a = x @ self.kernel + self.bias[0]

@@ -135,6 +135,10 @@ class Config:
     """pg: one policy-gradient step per update (A2C in sync mode, IMPALA in async). clip: PPO's clipped surrogate, update_epochs passes of minibatches."""
     clip_ratio: float = 0.2
     """policy_loss clip: the surrogate's ratio is clipped to [1 - clip_ratio, 1 + clip_ratio]."""
+    kl_coef: float = 0.0
+    """policy_loss clip: initial weight of an adaptive KL penalty beside the clip, kl_coef x KL(pi_old || pi_theta) (the k3 estimate) added to the actor loss, as RLlib's PPO (its kl_coeff 0.2); after each update the weight is x1.5 when the update's mean approx_kl exceeds 2 x kl_target, x0.5 below 0.5 x kl_target. 0 = no penalty."""
+    kl_target: float = 0.01
+    """policy_loss clip with kl_coef > 0: the KL an update aims at, which adapts kl_coef (RLlib's kl_target)."""
     update_epochs: int = 4
     """policy_loss clip: passes over each learner batch."""
     minibatch_size: int = 64
@@ -286,6 +290,8 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.learner_threads >= 0, "learner_threads must be >= 0 (0 = auto)"),
         (c.obs_clip > 0, "obs_clip must be > 0"),
         (c.clip_ratio > 0, "clip_ratio must be > 0"),
+        (c.kl_coef >= 0, "kl_coef must be >= 0 (0 = no KL penalty)"),
+        (c.kl_target > 0, "kl_target must be > 0"),
         (c.update_epochs >= 1 and c.minibatch_size >= 1,
          "update_epochs and minibatch_size must be >= 1"),
         (c.recurrent_minibatch_size >= 0, "recurrent_minibatch_size must be >= 0 (0 = minibatch_size)"),

@@ -48,6 +48,8 @@ class LossSettings(_Section):
     c_bar: float
     vtrace_pg_bootstrap: Literal["vs", "lambda"]
     clip_ratio: float
+    kl_coef: float
+    kl_target: float
     normalize_advantages: bool
     vf_coef: float
     entropy_coef: float

@@ -130,6 +130,8 @@ class Learner:
         # The rates this update applies: read before the optimizers advance `iterations`
         # (automatic control dependencies keep program order for the variable).
         lr_actor, lr_critic = self.optimizers.learning_rates()
+        kl_coef = self.objective.kl_coef  # None unless the clipped loss has a KL penalty
+        kl_coef_used = None if kl_coef is None else tf.identity(kl_coef)  # read, as the rates
         update = self._clipped_update if c.policy_loss == "clip" else self._one_step
         metrics, logp, applied = update(x, flat_obs)
 
@@ -142,6 +144,9 @@ class Learner:
             if self.return_stats is not None:
                 m = x.return_moments
                 self.return_stats.merge(m[0], m[1:2], m[2:3])
+            if kl_coef is not None:  # the next update's weight, from this one's mean KL
+                kl_coef.assign(losses.adapted_kl_coef(kl_coef, metrics["approx_kl"],
+                                                      c.kl_target))
             return tf.constant(True)
 
         # A NaN/Inf loss or gradient skips the whole update: weights, Adam slots and the
@@ -154,6 +159,8 @@ class Learner:
                    "importance_ratio": losses.masked_mean(tf.exp(logp - x.behaviour_logp), x.mask),
                    "behaviour_kl": losses.kl_estimate(logp - x.behaviour_logp, x.mask),
                    "learning_rate_actor": lr_actor, "learning_rate_critic": lr_critic}
+        if kl_coef_used is not None:
+            metrics["kl_coef"] = kl_coef_used
         # One float32 vector: the caller reads every metric with one device-to-host copy.
         self._metric_names = sorted(metrics)
         packed = tf.stack([tf.cast(metrics[k], tf.float32) for k in self._metric_names])
@@ -311,13 +318,16 @@ class Learner:
     def checkpoint_objects(self) -> dict:
         """Everything of the learner a checkpoint holds, as trackable objects: networks
         and observation statistics, both optimizers, the return statistics, the shuffle
-        generator, and its counters (captured by before_save)."""
+        generator, the KL penalty's adapted weight, and its counters (captured by
+        before_save)."""
         objects = {**checkpoint_objects(self.nets), "actor_optimizer": self.actor_opt,
                    "critic_optimizer": self.critic_opt, "learner_state": self._saved}
         if self.return_stats is not None:
             objects["return_stats"] = self.return_stats
         if self.cfg.policy_loss == "clip":
             objects["shuffle_rng"] = self.shuffle_rng
+        if self.objective.kl_coef is not None:
+            objects["kl_coef"] = self.objective.kl_coef
         return objects
 
     def before_save(self) -> None:

@@ -109,20 +109,24 @@ def kl_estimate(log_ratio, mask):
     return masked_mean(tf.exp(log_ratio) - 1.0 - log_ratio, tf.cast(mask, tf.float32))
 
 
-def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef):
-    """PPO's clipped surrogate with an entropy bonus.
+def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_coef,
+                       kl_coef=None):
+    """PPO's clipped surrogate with an entropy bonus, and optionally a KL penalty.
 
     Args:
       logp: log pi_theta(a | x), differentiable.
       old_logp: log pi_old(a | x), the learner's policy before this update's epochs.
       advantages, entropy, mask: as in actor_loss.
       clip: epsilon of the ratio's clip range [1 - clip, 1 + clip].
+      kl_coef: weight of the KL penalty (RLlib's PPO's, beside the clip); None: no
+        penalty term in the graph at all.
 
     Formula::
 
       r    = exp(logp - old_logp)
       pg   = -masked_mean(min(r * A, clip(r, 1 - clip, 1 + clip) * A))
-      loss = pg - entropy_coef * masked_mean(entropy)
+      kl   = masked_mean((r - 1) - log r)            (kl_estimate, differentiable)
+      loss = pg - entropy_coef * masked_mean(entropy) [+ kl_coef * kl]
 
     Returns:
       ``(loss, {"actor_loss": pg, "entropy": ..., "clip_fraction": share of steps whose
@@ -139,6 +143,31 @@ def clipped_actor_loss(logp, old_logp, advantages, entropy, mask, clip, entropy_
     mean_entropy = masked_mean(entropy, mask)
     loss = pg - tf.cast(entropy_coef, tf.float32) * mean_entropy
     clipped = tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)
-    approx_kl = kl_estimate(tf.stop_gradient(log_ratio), mask)
+    if kl_coef is None:  # the graph without a penalty has no term for it
+        approx_kl = kl_estimate(tf.stop_gradient(log_ratio), mask)
+    else:
+        kl = kl_estimate(log_ratio, mask)
+        loss = loss + tf.cast(kl_coef, tf.float32) * kl
+        approx_kl = tf.stop_gradient(kl)
     return loss, {"actor_loss": pg, "entropy": mean_entropy,
                   "clip_fraction": masked_mean(clipped, mask), "approx_kl": approx_kl}
+
+
+KL_RAISE, KL_LOWER = 1.5, 0.5  # RLlib's PPO's factors
+
+
+def adapted_kl_coef(kl_coef, kl, kl_target):
+    """The KL penalty's weight for the next update, from this update's mean KL `kl`
+    (RLlib's PPO rule): it rises when an update moved the policy too far and falls when
+    it barely moved it, so the penalty holds the KL an update near kl_target.
+
+    Formula::
+
+      kl_coef * 1.5   if kl > 2 * kl_target
+      kl_coef * 0.5   if kl < kl_target / 2
+      kl_coef         otherwise
+    """
+    kl_coef = tf.convert_to_tensor(kl_coef, tf.float32)
+    kl = tf.cast(kl, tf.float32)
+    return tf.where(kl > 2.0 * kl_target, kl_coef * KL_RAISE,
+                    tf.where(kl < 0.5 * kl_target, kl_coef * KL_LOWER, kl_coef))

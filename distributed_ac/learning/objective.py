@@ -24,6 +24,11 @@ class Objective:
         # A variable the step reads, so set_rates can change it without retracing.
         self.entropy_coef = tf.Variable(float(settings.entropy_coef), trainable=False,
                                         dtype=tf.float32, name="entropy_coef")
+        # The adaptive KL penalty's weight (policy_loss clip, kl_coef > 0), which the
+        # learner adapts after each update and checkpoints; None: the loss has no term.
+        self.kl_coef = (tf.Variable(float(settings.kl_coef), trainable=False, dtype=tf.float32,
+                                    name="kl_coef")
+                        if rule.loss == "clip" and settings.kl_coef > 0 else None)
         # bootstrap auto, resolved by Learner.plan (read by the step, like the above)
         self.fresh_values = tf.Variable(self.rule.bootstrap == "learner", trainable=False,
                                         name="fresh_values")
@@ -120,15 +125,16 @@ class Objective:
 
     def losses(self, logp, entropy, v, targets, adv, mask, old_logp=None):
         """(the actor optimizer's loss, the critic's loss, metrics): the policy-gradient
-        actor loss, or with `old_logp` PPO's clipped surrogate; the critic's half MSE. In
-        the shared topology the actor's loss carries vf_coef x the critic's, for the
-        encoder both heads read."""
+        actor loss, or with `old_logp` PPO's clipped surrogate (with the KL penalty when
+        kl_coef is on); the critic's half MSE. In the shared topology the actor's loss
+        carries vf_coef x the critic's, for the encoder both heads read."""
         c = self.settings
         if old_logp is None:
             a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, self.entropy_coef)
         else:
             a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
-                                                    c.clip_ratio, self.entropy_coef)
+                                                    c.clip_ratio, self.entropy_coef,
+                                                    self.kl_coef)
         c_loss, c_m = losses.critic_loss(v, targets, mask)
         actor_total = a_loss + c.vf_coef * c_loss if self.nets.shared else a_loss
         return actor_total, c_loss, {**a_m, **c_m}

@@ -110,7 +110,7 @@ SCALARS = ("charts/episodic_return", "charts/mean_return_100", "charts/episodic_
            "charts/SPS",
            "charts/learning_rate_actor", "charts/learning_rate_critic",
            "losses/actor", "losses/critic", "losses/entropy",
-           "losses/approx_kl", "losses/clipfrac",
+           "losses/approx_kl", "losses/clipfrac", "losses/kl_coef",
            "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
            "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
            "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts")
@@ -120,7 +120,8 @@ EVAL_SCALARS = ("eval/mean_return", "eval/std_return", "eval/mean_length")
 
 # Scalar name -> key of Learner.step()'s metrics. approx_kl and clipfrac (means over the
 # minibatch steps of pi_theta against pi_old) exist only with policy_loss "clip": with
-# "pg" they are null. behaviour_kl estimates KL(mu || pi) on the batch, mu the policy the
+# "pg" they are null; kl_coef, the KL penalty's weight the update applied, is null
+# unless --kl-coef is on. behaviour_kl estimates KL(mu || pi) on the batch, mu the policy the
 # worker acted with and pi the learner's before the update: 0 in sync mode, and how far
 # async mode's correction (V-trace) has to reach otherwise. (The mean ratio pi / mu
 # would say nothing: under mu its expectation is 1 whatever pi is.)
@@ -128,7 +129,7 @@ LEARNER_KEYS = {"charts/learning_rate_actor": "learning_rate_actor",
                  "charts/learning_rate_critic": "learning_rate_critic",
                  "losses/actor": "actor_loss", "losses/critic": "critic_loss",
                  "losses/entropy": "entropy", "losses/approx_kl": "approx_kl",
-                 "losses/clipfrac": "clip_fraction",
+                 "losses/clipfrac": "clip_fraction", "losses/kl_coef": "kl_coef",
                  "diag/explained_variance": "explained_variance",
                  "diag/grad_norm_actor": "grad_norm_actor",
                  "diag/grad_norm_critic": "grad_norm_critic",

@@ -19,10 +19,11 @@ NAMES = ["charts/episodic_return", "charts/mean_return_100", "charts/episodic_le
          "charts/SPS",
          "charts/learning_rate_actor", "charts/learning_rate_critic",
          "losses/actor", "losses/critic", "losses/entropy", "losses/approx_kl", "losses/clipfrac",
-         "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
+         "losses/kl_coef", "diag/explained_variance", "diag/grad_norm_actor", "diag/grad_norm_critic",
          "diag/behaviour_kl", "diag/policy_lag", "diag/policy_lag_p50", "diag/policy_lag_p95",
          "diag/policy_lag_max", "diag/dropped_batches", "diag/worker_restarts"]
 CLIP_ONLY = {"losses/approx_kl", "losses/clipfrac"}  # null with policy_loss "pg"
+KL_PENALTY_ONLY = {"losses/kl_coef"}  # null unless kl_coef > 0
 
 
 def short_run(path, seed, policy_loss="pg"):
@@ -59,7 +60,7 @@ def test_each_metrics_row_has_exactly_the_documented_keys(runs):
     assert all(r["charts/learning_rate_actor"] > 0 and r["charts/SPS"] > 0 for r in rows)
     # sync mode: the batch's policy is the learner's, so the behaviour KL is ~0
     assert all(abs(r["diag/behaviour_kl"]) < 1e-6 for r in rows)
-    assert all(r[name] is None for r in rows for name in CLIP_ONLY)
+    assert all(r[name] is None for r in rows for name in CLIP_ONLY | KL_PENALTY_ONLY)
 
 
 def test_the_clipped_objective_logs_its_kl_and_clip_fraction(runs):
@@ -73,7 +74,7 @@ def test_the_clipped_objective_logs_its_kl_and_clip_fraction(runs):
 def test_tensorboard_holds_the_same_scalars_at_env_step_steps(runs):
     rows = read_rows(runs[0] / "metrics.jsonl")
     tb = tensorboard_scalars(runs[0])
-    assert {tag for tag, _ in tb} == set(NAMES) - CLIP_ONLY
+    assert {tag for tag, _ in tb} == set(NAMES) - CLIP_ONLY - KL_PENALTY_ONLY
     for row in rows:
         for name in NAMES:
             if row[name] is None:

@@ -161,3 +161,17 @@ def test_a_checkpoint_of_the_positional_layout_is_refused_in_one_line(tmp_path, 
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "written by distributed_ac 0.1" in err[0], (argv, err)
+
+
+def test_the_kl_penalty_s_adapted_weight_is_restored(tmp_path):
+    kw = dict(policy_loss="clip", update_epochs=2, minibatch_size=16, kl_coef=0.2,
+              kl_target=1e-9)  # every update exceeds twice the target: x1.5 each
+    _, worker, learner, state, ckpt = learner_and_state(tmp_path, **kw)
+    step(worker, learner, state, 3)
+    ckpt.save()
+    assert float(learner.objective.kl_coef.numpy()) == pytest.approx(0.2 * 1.5 ** 3)
+
+    fresh, fresh_state = fresh_learner(tmp_path, **kw)
+    assert float(fresh.objective.kl_coef.numpy()) == pytest.approx(0.2)
+    reader(tmp_path, fresh, fresh_state).restore()
+    assert fresh.objective.kl_coef.numpy() == learner.objective.kl_coef.numpy()

@@ -171,3 +171,45 @@ def test_kl_estimate_is_the_exact_kl_when_actions_come_in_mu_s_proportions():
     mask = np.array([[1.0, 1.0, 1.0, 1.0, 0.0]], np.float32)
     assert float(kl_estimate(masked_garbage, mask)) == pytest.approx(exact, rel=1e-5)
     assert float(kl_estimate(np.zeros((1, 4), np.float32), np.ones((1, 4)))) == 0.0
+
+
+def test_the_kl_penalty_adds_kl_coef_times_k3_and_its_gradient_to_the_surrogate():
+    """With kl_coef the loss gains kl_coef * masked_mean((r - 1) - log r), differentiable:
+    d/dlogp = kl_coef * (r - 1) * mask / sum(mask). approx_kl is that same k3 mean."""
+    from distributed_ac.learning.losses import clipped_actor_loss
+
+    rng = np.random.default_rng(4)
+    old = rng.normal(size=(6, 5)).astype(np.float32)
+    logp = old + rng.normal(scale=0.3, size=(6, 5)).astype(np.float32)
+    adv, ent = rng.normal(size=(6, 5)).astype(np.float32), rng.uniform(size=(6, 5)).astype(np.float32)
+    mask = (rng.uniform(size=(6, 5)) > 0.2).astype(np.float32)
+    x = tf.Variable(logp)
+    with tf.GradientTape(persistent=True) as tape:
+        loss, m = clipped_actor_loss(x, old, adv, ent, mask, 0.2, 0.01, kl_coef=0.3)
+        plain, plain_m = clipped_actor_loss(x, old, adv, ent, mask, 0.2, 0.01)
+    r = np.exp(logp.astype(np.float64) - old)
+    k3 = masked_mean_reference(r - 1.0 - np.log(r), mask)
+    surrogate = np.minimum(r * adv, np.clip(r, 0.8, 1.2) * adv)
+    expected = (-masked_mean_reference(surrogate, mask) - 0.01 * masked_mean_reference(ent, mask)
+                + 0.3 * k3)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(m["approx_kl"].numpy(), k3, rtol=1e-5)
+    assert m["approx_kl"].numpy() == plain_m["approx_kl"].numpy()
+    grad_penalty = (tape.gradient(loss, x) - tape.gradient(plain, x)).numpy()
+    np.testing.assert_allclose(grad_penalty, 0.3 * (r - 1.0) * mask / mask.sum(), atol=1e-6)
+
+
+def adapted_reference(coef, kl, target):
+    if kl > 2.0 * target:
+        return coef * 1.5
+    if kl < 0.5 * target:
+        return coef * 0.5
+    return coef
+
+
+@pytest.mark.parametrize("kl", [0.0, 0.004, 0.005, 0.0051, 0.01, 0.02, 0.0201, 0.5])
+def test_the_kl_coefficient_rises_past_twice_the_target_and_falls_below_half_of_it(kl):
+    from distributed_ac.learning.losses import adapted_kl_coef
+
+    got = float(adapted_kl_coef(tf.constant(0.2), tf.constant(kl, tf.float32), 0.01))
+    assert got == pytest.approx(adapted_reference(0.2, np.float32(kl), np.float32(0.01)), rel=1e-6)

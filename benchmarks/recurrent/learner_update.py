@@ -5,11 +5,15 @@ with a recurrent core, whole rollouts or bptt_length chunks: one JSON line per r
     python benchmarks/recurrent/learner_update.py lstm 0      # whole 256-step rollouts
     python benchmarks/recurrent/learner_update.py lstm 16     # chunks of 16 steps
     python benchmarks/recurrent/learner_update.py lstm 16 64  # ... an LSTM of 64 units
+    python benchmarks/recurrent/learner_update.py lstm 16 --recurrent-minibatch-size 64 \
+        --inter-op-threads 1                                 # the minibatches and threads before
     python benchmarks/recurrent/learner_update.py none 0 --env \
         distributed_ac.envs.choices:ImageVectorMultiChoice   # another env, its own batch
 
-One TensorFlow thread, one real worker batch (8 envs x 256 steps, 10 epochs of 64-sample
-minibatches), 2 warm-up updates, then the median of 3 timed ones. For before/after
+One TensorFlow thread an op, inter-op threads as `dac train` gives a one-thread learner
+(config/plan.py learner_inter_op_threads) unless --inter-op-threads says, one real worker
+batch (8 envs x 256 steps, 10 epochs of minibatches: 64 samples, 256 with a core), 2
+warm-up updates, then the median of 3 timed ones. For before/after
 pairs, run it in fresh processes from each checkout in turn.
 """
 
@@ -35,11 +39,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("core_size", type=int, nargs="?", default=0)  # 0: the config's auto size
     p.add_argument("--env", default=NOVEL)
     p.add_argument("--topology", default=None)  # default: the preset's
+    p.add_argument("--recurrent-minibatch-size", type=int, default=None)  # default: the preset's
+    p.add_argument("--inter-op-threads", type=int, default=0)  # 0: as dac train picks
     args = p.parse_args(argv)
     core, bptt, core_size = args.core, args.bptt, args.core_size
     from distributed_ac.acting.worker import RolloutWorker
     from distributed_ac.config import presets
-    from distributed_ac.config.schema import Config, load_yaml
+    from distributed_ac.config.plan import learner_inter_op_threads
+    from distributed_ac.config.schema import Config, load_yaml, minibatch_samples
     from distributed_ac.learning.tf_runtime import load_tensorflow
     from distributed_ac.models.spec import ModelSpec
     from distributed_ac.training.startup import set_tf_threads
@@ -47,9 +54,13 @@ def main(argv: list[str]) -> int:
     cfg = load_yaml(presets.DIR / "default.yaml", Config(env=args.env, total_env_steps=10**9))
     cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt, core_size=core_size,
                               **({"topology": args.topology} if args.topology else {}))
+    if args.recurrent_minibatch_size is not None:
+        cfg = dataclasses.replace(cfg, recurrent_minibatch_size=args.recurrent_minibatch_size)
     worker = RolloutWorker(cfg, limit_cpus=False)
     # as dac train loads it: oneDNN on for a CNN (tf_runtime.py)
-    set_tf_threads(load_tensorflow(cnn=ModelSpec.of(cfg, worker.space).image_encoder), 1)
+    spec = ModelSpec.of(cfg, worker.space)
+    inter = args.inter_op_threads or learner_inter_op_threads(cfg, 1, spec.recurrent_pair)
+    set_tf_threads(load_tensorflow(cnn=spec.image_encoder), 1, inter)
     from distributed_ac.learning.learner import Learner
 
     learner = Learner(cfg, worker.space)
@@ -65,6 +76,7 @@ def main(argv: list[str]) -> int:
     s = statistics.median(times)
     print(json.dumps({"benchmark": "recurrent_learner_update", "env": args.env, "topology": cfg.topology, "core": core, "bptt_length": bptt,
                       "core_size": core_size or "auto",
+                      "minibatch": minibatch_samples(cfg), "inter_op_threads": inter,
                       "samples": batch.env_steps, "s_per_update": round(s, 3),
                       "samples_per_s": round(batch.env_steps / s), "updates_s": [round(t, 3) for t in times]}))
     return 0

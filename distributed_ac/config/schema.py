@@ -104,7 +104,7 @@ class Config:
 
     # --- networks ----------------------------------------------------------------
     topology: Literal["auto", "separate", "shared"] = "auto"
-    """separate: physically separate actor and critic networks. shared: one trunk (encoder and core) feeding both heads. auto = shared behind a CNN encoder (Stable-Baselines3's CnnPolicy, cleanRL's ppo_atari: the image features are learned once, at half the learner's cost), separate behind an MLP."""
+    """separate: physically separate actor and critic networks. shared: one trunk (encoder and core) feeding both heads. auto = shared behind a CNN encoder (Stable-Baselines3's CnnPolicy, cleanRL's ppo_atari: the image features are learned once, at half the learner's cost) and with a recurrent core under policy_loss clip (cleanRL's ppo_atari_lstm, Sample Factory: one unroll a minibatch step instead of two), separate otherwise."""
     torso: Literal["auto", "mlp", "mlp_ln", "nature", "impala", "small"] = "auto"
     """The encoder: mlp (hidden_sizes, activation), mlp_ln (the same with LayerNorm after each dense layer, before its activation), nature (the DQN Nature CNN, images of at least 36x36), impala (the IMPALA ResNet) or small (MinAtar's CNN: conv 16 3x3/1, dense 128; images of at least 3x3); auto = nature for images of at least 36x36, small below, mlp for vectors."""
     cnn_precision: Literal["float32", "bfloat16"] = "float32"

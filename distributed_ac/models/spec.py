@@ -103,9 +103,14 @@ class ModelSpec:
 
 def shared_for(cfg: Config, encoder: str) -> bool:
     """Whether actor and critic share a trunk (topology, auto resolved: shared behind a
-    CNN, whose backward pass is most of a learner step, separate behind an MLP)."""
+    CNN, whose backward pass is most of a learner step, and with a recurrent core under
+    the clipped surrogate, whose minibatch steps are each a chain of unrolled steps, one
+    instead of two (cleanRL's ppo_atari_lstm, Sample Factory); separate otherwise. The
+    policy-gradient loss keeps a recurrent core apart: at its rates the critic's
+    gradient through a shared core lost CueMemory's cue; docs/notes/recurrent-speed.md)."""
     if cfg.topology == "auto":
-        return registry.ENCODERS[encoder].images
+        recurrent_clip = cfg.core != "none" and cfg.policy_loss == "clip"
+        return registry.ENCODERS[encoder].images or recurrent_clip
     return cfg.topology == "shared"
 
 

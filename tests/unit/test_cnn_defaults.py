@@ -27,6 +27,16 @@ def test_topology_auto_shares_the_trunk_behind_a_cnn_only(topology, space, share
     assert ModelSpec.of(Config(topology=topology), space).shared is shared
 
 
+@pytest.mark.parametrize("core,loss,topology,shared", [
+    ("lstm", "clip", "auto", True), ("gru", "clip", "auto", True),
+    ("lstm", "pg", "auto", False), ("none", "clip", "auto", False),
+    ("lstm", "clip", "separate", False)])
+def test_topology_auto_shares_a_recurrent_core_under_the_clipped_loss(core, loss, topology,
+                                                                     shared):
+    cfg = Config(core=core, policy_loss=loss, topology=topology)
+    assert ModelSpec.of(cfg, VECTOR).shared is shared
+
+
 def test_an_image_beside_vectors_is_a_cnn_run_too():
     space = probe_space("distributed_ac.envs.choices:ImageVectorMultiChoice")
     spec = ModelSpec.of(Config(), space)

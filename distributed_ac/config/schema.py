@@ -161,6 +161,8 @@ class Config:
     """Weight of the entropy bonus in the actor loss."""
     vf_coef: float = 0.5
     """Shared topology: weight of the critic loss in the trunk's gradient."""
+    vf_loss_clip: float = 0.0
+    """Each step's squared value error is clipped at this before the critic loss's mean, as RLlib's PPO vf_clip_param (10 there): a step whose value is more than sqrt(vf_loss_clip) off its target gives the critic no gradient. 0 = off."""
     normalize_advantages: bool = True
     """Normalise advantages to zero mean, unit std over the batch's real steps."""
     actor_lr: float = 1e-3
@@ -308,6 +310,7 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (0.0 <= c.gae_lambda <= 1.0, "gae_lambda must be in [0, 1]"),
         (c.reward_scale > 0, "reward_scale must be > 0"),
         (c.entropy_coef >= 0 and c.vf_coef >= 0, "entropy_coef and vf_coef must be >= 0"),
+        (c.vf_loss_clip >= 0, "vf_loss_clip must be >= 0 (0 = no clip)"),
         (c.actor_lr > 0 and c.critic_lr > 0, "actor_lr and critic_lr must be > 0"),
         (c.actor_lr_decay_steps >= 0 and c.critic_lr_decay_steps >= 0,
          "actor_lr_decay_steps and critic_lr_decay_steps must be >= 0 (0 = auto)"),

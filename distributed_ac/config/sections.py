@@ -52,6 +52,7 @@ class LossSettings(_Section):
     kl_target: float
     normalize_advantages: bool
     vf_coef: float
+    vf_loss_clip: float
     entropy_coef: float
     reward_scale: float
 

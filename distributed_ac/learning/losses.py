@@ -68,24 +68,32 @@ def explained_variance(values, targets, mask):
     return tf.where(degenerate, tf.zeros_like(var_targets), 1.0 - var_residual / safe_var)
 
 
-def critic_loss(values, targets, mask):
-    """Half mean squared error between V(s) and (constant) targets.
+def critic_loss(values, targets, mask, clip=0.0):
+    """Half mean squared error between V(s) and (constant) targets, each step's squared
+    error optionally clipped first (RLlib's PPO's vf_clip_param).
 
     Args:
       values: ``[T, N]`` V(x_t) from the critic being trained, differentiable.
       targets: ``[T, N]`` returns bootstrapped from V_target; stop_gradient applied.
       mask: ``[T, N]`` 0/1.
+      clip: a Python float; > 0 caps each step's squared error at it, so a step whose
+        value is more than sqrt(clip) off its target adds a constant and no gradient.
+        0: no clip, and the graph has no op for it.
 
     Formula::
 
-      loss = 0.5 * masked_mean((values - stop_gradient(targets)) ** 2)
+      e    = (values - stop_gradient(targets)) ** 2
+      loss = 0.5 * masked_mean(min(e, clip) if clip > 0 else e)
 
     Returns:
       ``(loss, {"critic_loss": loss, "explained_variance": ev})``.
     """
     values = tf.cast(values, tf.float32)
     targets = tf.stop_gradient(tf.cast(targets, tf.float32))
-    loss = 0.5 * masked_mean(tf.square(values - targets), mask)
+    squared = tf.square(values - targets)
+    if clip > 0:  # a Python branch: at 0 the graph is the unclipped loss's, op for op
+        squared = tf.minimum(squared, float(clip))
+    loss = 0.5 * masked_mean(squared, mask)
     ev = explained_variance(values, targets, mask)
     return loss, {"critic_loss": loss, "explained_variance": ev}
 

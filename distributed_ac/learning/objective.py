@@ -126,8 +126,9 @@ class Objective:
     def losses(self, logp, entropy, v, targets, adv, mask, old_logp=None):
         """(the actor optimizer's loss, the critic's loss, metrics): the policy-gradient
         actor loss, or with `old_logp` PPO's clipped surrogate (with the KL penalty when
-        kl_coef is on); the critic's half MSE. In the shared topology the actor's loss
-        carries vf_coef x the critic's, for the encoder both heads read."""
+        kl_coef is on); the critic's half MSE (each step's squared error clipped at
+        vf_loss_clip when it is on). In the shared topology the actor's loss carries
+        vf_coef x the critic's, for the encoder both heads read."""
         c = self.settings
         if old_logp is None:
             a_loss, a_m = losses.actor_loss(logp, adv, entropy, mask, self.entropy_coef)
@@ -135,6 +136,6 @@ class Objective:
             a_loss, a_m = losses.clipped_actor_loss(logp, old_logp, adv, entropy, mask,
                                                     c.clip_ratio, self.entropy_coef,
                                                     self.kl_coef)
-        c_loss, c_m = losses.critic_loss(v, targets, mask)
+        c_loss, c_m = losses.critic_loss(v, targets, mask, c.vf_loss_clip)
         actor_total = a_loss + c.vf_coef * c_loss if self.nets.shared else a_loss
         return actor_total, c_loss, {**a_m, **c_m}

@@ -44,6 +44,7 @@ def test_yaml_scientific_notation_is_accepted_for_integer_fields():
     ({"num_envs": 0}, "num_envs must be >= 1"),
     ({"learning_rate": 1e-3}, "unknown config field"),
     ({"actor_lr_decay_rate": 1.5}, "decay_rate"),
+    ({"vf_loss_clip": -1.0}, r"vf_loss_clip must be >= 0"),
 ])
 def test_invalid_values_are_refused_with_a_clear_message(values, message):
     with pytest.raises(ConfigError, match=message):

@@ -87,6 +87,44 @@ def test_critic_loss_gradient_does_not_reach_targets():
     )
 
 
+def clipped_critic_reference(values, targets, mask, clip):
+    """0.5 * masked_mean(min((V - target)^2, clip)) and its gradient in V, step by step:
+    (V - target) / count where the squared error is under the clip, 0 where it is over."""
+    count = max(mask.sum(), 1.0)
+    total, grad = 0.0, np.zeros(values.shape)
+    for t in range(values.shape[0]):
+        for n in range(values.shape[1]):
+            err = float(values[t, n]) - float(targets[t, n])
+            total += min(err * err, clip) * mask[t, n]
+            if err * err < clip:
+                grad[t, n] = err * mask[t, n] / count
+    return 0.5 * total / count, grad
+
+
+def test_the_clipped_critic_loss_caps_each_steps_squared_error_and_its_gradient():
+    values, targets, _, mask = random_inputs(8)
+    values = values * 3.0  # errors of up to ~10: some past the clip of 4, some under
+    x = tf.Variable(values)
+    with tf.GradientTape() as tape:
+        loss, metrics = tf.function(critic_loss)(x, targets, mask, 4.0)
+    expected, grad = clipped_critic_reference(values, targets, mask, 4.0)
+    over = ((values - targets) ** 2 > 4.0) & (mask > 0)
+    assert over.any() and (~over & (mask > 0)).any()
+    assert loss.numpy() == pytest.approx(expected, abs=1e-5)
+    assert metrics["critic_loss"].numpy() == pytest.approx(expected, abs=1e-5)
+    got = tape.gradient(loss, x).numpy()
+    np.testing.assert_allclose(got, grad, atol=1e-6)
+    assert not np.any(got[over])
+
+
+def test_a_critic_loss_clip_of_zero_is_the_unclipped_loss_exactly():
+    values, targets, _, mask = random_inputs(9)
+    values = values * 3.0
+    plain, _ = critic_loss(values, targets, mask)
+    assert critic_loss(values, targets, mask, 0.0)[0].numpy() == plain.numpy()
+    assert critic_loss(values, targets, mask, 1e9)[0].numpy() == pytest.approx(plain.numpy())
+
+
 def test_explained_variance_is_one_for_perfect_values():
     _, targets, _, mask = random_inputs(6)
     _, metrics = critic_loss(targets, targets, mask)

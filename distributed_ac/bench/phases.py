@@ -47,7 +47,7 @@ import numpy as np
 
 from distributed_ac.bench.record import record
 from distributed_ac.bench.synthetic import random_weights, synthetic_batch, with_version
-from distributed_ac.config.plan import learner_inter_op_threads, learner_tf_threads, make_plan
+from distributed_ac.config.plan import learner_tf_threads, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.processes import die_with_parent, run_in_child, stop_children
@@ -187,14 +187,9 @@ def learner_phase(cfg: Config, space: EnvSpace, batch_size: int, repeats: int,
                   min_time: float, workers: int = 1, threads: int | None = None) -> dict:
     """Learner.step on a synthetic batch of `batch_size` samples (T = rollout_length), with
     `threads` TensorFlow threads if TensorFlow has not run an op yet in this process."""
-    from distributed_ac.learning.tf_runtime import load_tensorflow
-    from distributed_ac.models.spec import ModelSpec
-    from distributed_ac.training.startup import set_tf_threads
+    from distributed_ac.training.startup import learner_tensorflow
 
-    # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-    spec = ModelSpec.of(cfg, space)
-    tf = load_tensorflow(cnn=spec.image_encoder)
-    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
+    learner_tensorflow(cfg, space, threads)
     from distributed_ac.learning.learner import Learner
     from distributed_ac.learning.step_args import zero_core_state
 

@@ -120,17 +120,23 @@ def build_learner(cfg: Config, space, threads: int | None):
 
 
 def _warm_learner(cfg: Config, space, threads: int | None):
-    spec = ModelSpec.of(cfg, space)
     with _without_matplotlib():
-        # its C++ start-up lines held back, oneDNN on for a CNN (tf_runtime.py)
-        tf = load_tensorflow(cnn=spec.image_encoder)
+        learner_tensorflow(cfg, space, threads)
         from distributed_ac.learning.policy_set import learner_for
-
-    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
 
     learner = learner_for(cfg, space)
     learner.warm_up()
     return learner
+
+
+def learner_tensorflow(cfg: Config, space, threads: int | None):
+    """TensorFlow loaded for a learner of `cfg` (its C++ start-up lines held back, oneDNN
+    on for a CNN: tf_runtime.py), on `threads` threads an op and the inter-op threads its
+    update takes (plan.learner_inter_op_threads): what `dac train` and `dac bench` run."""
+    spec = ModelSpec.of(cfg, space)
+    tf = load_tensorflow(cnn=spec.image_encoder)
+    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
+    return tf
 
 
 def set_tf_threads(tf, threads: int | None, inter: int | None = None) -> None:

@@ -45,11 +45,8 @@ def main(argv: list[str]) -> int:
     core, bptt, core_size = args.core, args.bptt, args.core_size
     from distributed_ac.acting.worker import RolloutWorker
     from distributed_ac.config import presets
-    from distributed_ac.config.plan import learner_inter_op_threads
     from distributed_ac.config.schema import Config, load_yaml, minibatch_samples
-    from distributed_ac.learning.tf_runtime import load_tensorflow
-    from distributed_ac.models.spec import ModelSpec
-    from distributed_ac.training.startup import set_tf_threads
+    from distributed_ac.training.startup import learner_tensorflow
 
     cfg = load_yaml(presets.DIR / "default.yaml", Config(env=args.env, total_env_steps=10**9))
     cfg = dataclasses.replace(cfg, core=core, bptt_length=bptt, core_size=core_size,
@@ -57,10 +54,8 @@ def main(argv: list[str]) -> int:
     if args.recurrent_minibatch_size is not None:
         cfg = dataclasses.replace(cfg, recurrent_minibatch_size=args.recurrent_minibatch_size)
     worker = RolloutWorker(cfg, limit_cpus=False)
-    # as dac train loads it: oneDNN on for a CNN (tf_runtime.py)
-    spec = ModelSpec.of(cfg, worker.space)
-    inter = args.inter_op_threads or learner_inter_op_threads(cfg, 1, spec.recurrent_pair)
-    set_tf_threads(load_tensorflow(cnn=spec.image_encoder), 1, inter)
+    tf = learner_tensorflow(cfg, worker.space, 1, args.inter_op_threads or None)
+    inter = tf.config.threading.get_inter_op_parallelism_threads()
     from distributed_ac.learning.learner import Learner
 
     learner = Learner(cfg, worker.space)

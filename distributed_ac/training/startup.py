@@ -129,13 +129,15 @@ def _warm_learner(cfg: Config, space, threads: int | None):
     return learner
 
 
-def learner_tensorflow(cfg: Config, space, threads: int | None):
+def learner_tensorflow(cfg: Config, space, threads: int | None, inter: int | None = None):
     """TensorFlow loaded for a learner of `cfg` (its C++ start-up lines held back, oneDNN
     on for a CNN: tf_runtime.py), on `threads` threads an op and the inter-op threads its
-    update takes (plan.learner_inter_op_threads): what `dac train` and `dac bench` run."""
+    update takes (plan.learner_inter_op_threads, unless `inter` sets them): what `dac
+    train`, `dac bench` and the recurrent learner benchmark run."""
     spec = ModelSpec.of(cfg, space)
     tf = load_tensorflow(cnn=spec.image_encoder)
-    set_tf_threads(tf, threads, learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
+    set_tf_threads(tf, threads,
+                   inter or learner_inter_op_threads(cfg, threads, spec.recurrent_pair))
     return tf
 
 

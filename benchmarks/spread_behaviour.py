@@ -24,15 +24,13 @@ ACTIONS = ("none", "left", "right", "down", "up")  # mpe2's discrete action orde
 def play(model, env, seed: int, counts: np.ndarray) -> tuple[float, float, int]:
     """One episode with the policy's actions; returns (one agent's return, the agents'
     mean distance from the origin at the end, landmarks with an agent within 0.3)."""
-    import tensorflow as tf
-
     obs, _ = env.reset(seed=seed)
     total = 0.0
     while env.agents:
         names = list(obs)
-        batch = {"agent_id": tf.constant(np.arange(len(names)), tf.int64),
-                 "obs": tf.constant(np.stack([obs[a] for a in names]), tf.float32)}
-        actions = model.action(batch).numpy()
+        actions = model.action({"agent_id": np.arange(len(names), dtype=np.int64),
+                                "obs": np.stack([obs[a] for a in names]).astype(np.float32)
+                                }).numpy()
         np.add.at(counts, actions, 1)
         obs, rewards, _, _, _ = env.step(dict(zip(names, actions.tolist())))
         total += float(np.mean(list(rewards.values())))

@@ -28,7 +28,7 @@ NOVEL = "distributed_ac.envs.memory:CartPoleNoVel"
 
 
 def run_once(env: str, workers: int, steps: int, flags: list[str], run_dir: Path) -> dict:
-    cmd = ["dac", "train", "--env", env, "--num-workers", str(workers), "--total-env-steps",
+    cmd = [sys.executable, "-m", "distributed_ac", "train", "--env", env, "--num-workers", str(workers), "--total-env-steps",
            str(steps), "--seed", "0", "--run-dir", str(run_dir), *flags]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])

@@ -291,3 +291,61 @@ class SpaceSample(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         return self.observation_space.sample(), {}
+
+
+class DoomLike(gym.Env):
+    """VizDoom's observation shape, small enough to step fast: a Dict of a 240 x 320 x 3
+    uint8 `screen` (a bright square where the target is, in one of four quadrants) and
+    unbounded `gamevariables` (health around 100, ammo in the tens); Discrete(4) actions,
+    1 for naming the quadrant, 8-step episodes."""
+
+    H, W, EPISODE = 240, 320, 8
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Dict({
+            "screen": gym.spaces.Box(0, 255, (self.H, self.W, 3), np.uint8),
+            # float32's largest as bounds, as VizDoom gives them: no bound at all
+            "gamevariables": gym.spaces.Box(-3.4028235e38, 3.4028235e38, (2,), np.float32)})
+        self.action_space = gym.spaces.Discrete(4)
+        self.quadrant, self.t = 0, 0
+
+    def _obs(self):
+        self.quadrant = int(self.np_random.integers(4))
+        screen = np.full((self.H, self.W, 3), 40, np.uint8)
+        row, col = divmod(self.quadrant, 2)
+        h, w = self.H // 2, self.W // 2
+        screen[row * h:(row + 1) * h, col * w:(col + 1) * w] = 220
+        variables = np.array([100.0 - 5 * self.t, 50.0 + self.np_random.normal()], np.float32)
+        return {"screen": screen, "gamevariables": variables}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.quadrant)
+        self.t += 1
+        return self._obs(), reward, False, self.t >= self.EPISODE, {}
+
+
+class BigFrame(DoomLike):
+    """DoomLike's screen alone, as a Box observation."""
+
+    def __init__(self, render_mode=None):
+        super().__init__(render_mode)
+        self.observation_space = self.observation_space["screen"]
+
+    def _obs(self):
+        return super()._obs()["screen"]
+
+
+def made_cartpole(**kwargs):
+    """CartPole-v1 made by a function: an entry point whose env has a spec.id of its own."""
+    return gym.make("CartPole-v1", **kwargs)
+
+
+def made_minigrid(**kwargs):
+    """A MiniGrid env made by a function (its package imported by --gym-packages)."""
+    return gym.make("MiniGrid-DoorKey-5x5-v0", **kwargs)

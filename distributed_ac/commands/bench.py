@@ -25,7 +25,7 @@ from distributed_ac.config.plan import auto_workers
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import UsageError
 from distributed_ac.core.processes import exit_on_sigterm
-from distributed_ac.envs.vector import space_for
+from distributed_ac.envs.vector import resolved, space_for
 
 Phase = Literal["env", "worker", "learner", "broadcast", "e2e_sync", "e2e_async"]
 
@@ -158,7 +158,7 @@ def _run(args: BenchArgs) -> int:
             out.write(line + "\n")
             out.flush()
 
-    cfg = args.cfg
+    cfg, _ = resolved(args.cfg)  # the image read as dac train reads it
     try:
         if args.gpu_sweep:
             records = gpu_sweep(cfg, args.batch_sizes, args.repeats, args.min_time, emit)

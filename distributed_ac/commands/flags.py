@@ -26,6 +26,19 @@ def flag_value(argv: list[str], flag: str) -> str | None:
     return None
 
 
+def flag_values(argv: list[str], flag: str) -> tuple[str, ...]:
+    """The values of a flag that takes several (`--flag A B`, up to the next flag), or
+    `--flag=A`; () when it is not given."""
+    for i, a in enumerate(argv):
+        if a.startswith(flag + "="):
+            return (a.split("=", 1)[1],)
+        if a == flag:
+            rest = argv[i + 1:]
+            end = next((j for j, b in enumerate(rest) if b.startswith("--")), len(rest))
+            return tuple(rest[:end])
+    return ()
+
+
 def parse_flags(cls, argv: list[str], **kwargs):
     """tyro.cli, with tyro's error box turned into one UsageError line; --help still prints."""
     if "-h" in argv or "--help" in argv:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import tyro
 
-from distributed_ac.commands.flags import flag_value, parse_flags
+from distributed_ac.commands.flags import flag_value, flag_values, parse_flags
 from distributed_ac.config import presets
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import UsageError
@@ -42,11 +42,23 @@ def train_preset(argv: list[str]) -> Path | None:
     """The preset a new run starts from: the one shipped for its env (--env, else
     --config's env, else the default env), or the default preset for an env without
     one; None with --no-preset or --resume."""
+    return _preset(argv)[0]
+
+
+def _preset(argv: list[str]) -> tuple[Path | None, str]:
+    """(train_preset, the name of the env it was found by: the one given, or for an
+    entry point the spec.id or PettingZoo name of what it makes)."""
     if flag_value(argv, "--resume") or "--no-preset" in argv:
-        return None
+        return None, ""
     path = flag_value(argv, "--config")
-    env = flag_value(argv, "--env") or (load_yaml(path).env if path else Config().env)
-    return presets.for_env(env)
+    loaded = load_yaml(path) if path else Config()
+    env = flag_value(argv, "--env") or loaded.env
+    if ":" not in env:
+        return presets.match(env)
+    from distributed_ac.envs.vector import made_names  # makes one copy: Gymnasium's import
+
+    return presets.match(env, *made_names(env, flag_values(argv, "--gym-packages")
+                                          or loaded.gym_packages))
 
 
 def parse_train_args(argv: list[str]) -> TrainArgs:
@@ -69,11 +81,13 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
 
 def preset_note(argv: list[str], env: str) -> str | None:
     """The line that names the preset a new run started from (None: it started from none)."""
-    preset = train_preset(argv)
+    preset, name = _preset(argv)
     if preset is None:
         return None
     where = preset.relative_to(presets.DIR.parents[2])  # distributed_ac/config/presets/...
-    suite = presets.suite_of(env)
+    if name != env:
+        env = f"{name} (what {env} makes)"
+    suite = presets.suite_of(name)
     if preset.stem not in presets.FALLBACKS:
         what = f"tuned settings for {env} from {where}"
     elif suite and preset.stem == presets.SUITES[suite]:

@@ -34,7 +34,9 @@ class Config:
     seed: int = 0
     """Seed for environments, network initialisation and action sampling."""
     frame_size: int = 0
-    """Image observations: resize frames to frame_size x frame_size (needs OpenCV); 0 = auto: 84 for ALE ids, the env's own size otherwise."""
+    """Image observations (the observation, or a Dict's image entry): resize frames to frame_size x frame_size (needs OpenCV); 0 = auto: 84 for ALE ids and for frames with a side over 128 px (VizDoom, CarRacing, dm_control pixels), the env's own size otherwise; -1 = the env's own size always."""
+    categorical_obs: Optional[bool] = None
+    """uint8 image observations that are grids of codes (MiniGrid's object, colour and state ids): read each channel as 16 one-hot categories instead of pixels scaled by 1/255; null = auto: on for an image of at most 64x64 whose values over its first 128 random steps stay below 16 in a Box of high 255."""
     grayscale: Optional[bool] = None
     """Image observations: one gray channel instead of RGB (GrayscaleObservation); null = auto: true for ALE ids, false otherwise."""
     frame_stack: int = 0
@@ -274,7 +276,7 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (not c.self_play or not c.policy_mapping,
          "self_play trains one policy against its earlier versions; policy_mapping does not apply"),
         (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
-        (c.frame_size >= 0, "frame_size must be >= 0 (0 = auto)"),
+        (c.frame_size >= -1, "frame_size must be >= -1 (0 = auto, -1 = the env's own size)"),
         (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),
         (c.sticky_actions is None or 0 <= c.sticky_actions <= 1, "sticky_actions must be in [0, 1]"),
         (c.rollout_length >= 1, "rollout_length must be >= 1"),

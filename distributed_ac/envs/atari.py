@@ -23,8 +23,10 @@ acting/worker.py reports those episodes instead of its own per-life sums of clip
 Evaluation builds the stack with `training=False`, whose episodes are whole games with
 raw rewards.
 
-Other image envs (CarRacing-v3, ...) get only what the config asks: `frame_size`
-(ResizeObservation), `grayscale` (GrayscaleObservation) and `frame_stack`
+Other image envs (CarRacing-v3, ...) get what envs/reading.py settles from their
+first observations (a grid of codes read as categories, a frame over 128 px resized to
+84 x 84) and what the config asks: `frame_size` (reading.ResizeFrame, which also reaches
+a Dict's image entry), `grayscale` (GrayscaleObservation) and `frame_stack`
 (FrameStackObservation), also channels last, so observations are uint8 [H, W, C].
 """
 
@@ -37,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from distributed_ac.core.errors import MissingDependency
+from distributed_ac.envs import reading
 from distributed_ac.envs.info_mask import InfoActionMask
 
 GAME_SCORE, GAME_LENGTH = "game_score", "game_length"  # info keys, set when a game ends
@@ -47,8 +50,9 @@ ALE_SIZE, ALE_STACK, ALE_NOOP_MAX, ALE_FRAME_SKIP = 84, 4, 30, 4
 class Preprocess:
     """What is done to each sub-env's observations and rewards (see the module docstring).
 
-    0 / None mean auto: for ALE ids 84, True and 4; for other envs no resize, colour
-    kept and no stack."""
+    0 / None mean auto: for ALE ids 84, True and 4; for other envs colour kept and no
+    stack, and a frame_size that envs/reading.py settles before any env is made (-1: the
+    env's own size)."""
 
     frame_size: int = 0
     grayscale: bool | None = None
@@ -56,22 +60,25 @@ class Preprocess:
     sticky_actions: float | None = None  # None: the env's own (0.25 for ALE v5 ids)
     training: bool = True  # ALE: episodic life and reward clipping
     info_mask: bool = False  # non-ALE: info["action_mask"] read as the observation's mask
+    categories: bool = False  # non-ALE: the image read as a grid of codes (reading.py)
 
     @classmethod
     def of(cls, cfg, training: bool = True) -> "Preprocess":
         """From a Config's env fields."""
         return cls(cfg.frame_size, cfg.grayscale, cfg.frame_stack, cfg.sticky_actions, training,
-                   cfg.info_action_mask)
+                   cfg.info_action_mask, bool(cfg.categorical_obs))
 
     def ale(self) -> tuple[int, bool, int]:
         """(frame size, grayscale, frames stacked) for an ALE id, autos resolved."""
-        return (self.frame_size or ALE_SIZE, True if self.grayscale is None else self.grayscale,
+        return (self.frame_size if self.frame_size > 0 else ALE_SIZE,
+                True if self.grayscale is None else self.grayscale,
                 self.frame_stack or ALE_STACK)
 
     @property
     def wanted(self) -> bool:
         """Whether a non-ALE env gets any wrapper at all."""
-        return bool(self.frame_size or self.grayscale or self.frame_stack > 1)
+        return bool(self.frame_size > 0 or self.grayscale or self.frame_stack > 1
+                    or self.categories)
 
 
 def is_ale(env_id: str) -> bool:
@@ -143,19 +150,13 @@ def image_wrappers(p: Preprocess) -> list:
     """Resize, grayscale and stack for a non-ALE image env, as the config asks (and, outermost,
     the action mask from info: envs/info_mask.py)."""
     wrappers = []
-    if p.frame_size:
-        wrappers.append(lambda env: _resize(env, p.frame_size))
+    if p.categories:
+        wrappers.append(reading.CategoryGrid)
+    if p.frame_size > 0:
+        wrappers.append(lambda env: reading.ResizeFrame(env, p.frame_size))
     if p.grayscale:
         wrappers.append(lambda env: gym.wrappers.GrayscaleObservation(env, keep_dim=True))
     return wrappers + stack_wrappers(p.frame_stack) + ([InfoActionMask] if p.info_mask else [])
-
-
-def _resize(env: gym.Env, size: int) -> gym.Env:
-    try:
-        return gym.wrappers.ResizeObservation(env, (size, size))
-    except gym.error.DependencyNotInstalled:
-        raise MissingDependency("frame_size needs OpenCV: pip install opencv-python-headless "
-                       "(or the atari extra)") from None
 
 
 def stack_wrappers(k: int) -> list:

@@ -18,11 +18,12 @@ from distributed_ac.core.errors import EnvError
 
 # top-level module -> the project's extra that installs it (pyproject.toml)
 EXTRAS = {"minigrid": "minigrid", "minatar": "minatar", "shimmy": "dmc", "dm_control": "dmc",
-          "popgym": "popgym"}
+          "popgym": "popgym", "vizdoom": "vizdoom"}
 # (id prefix, who registers it, the gym_packages entry that does)
 PREFIXES = (("MiniGrid-", "MiniGrid", "minigrid"), ("BabyAI-", "MiniGrid", "minigrid"),
             ("MinAtar/", "MinAtar", "minatar.gym:register_envs"),
-            ("dm_control/", "dm_control", "shimmy"), ("popgym-", "popgym", "popgym"))
+            ("dm_control/", "dm_control", "shimmy"), ("popgym-", "popgym", "popgym"),
+            ("Vizdoom", "VizDoom", "vizdoom.gymnasium_wrapper"))
 
 # names imported (and their functions called) in this process: each once, as the flag
 # reaches several call sites (probe, vector env, evaluator) and a registering function

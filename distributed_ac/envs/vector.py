@@ -14,14 +14,17 @@ MultiDiscrete, MultiBinary and Text observations are read as structured.py says.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import importlib
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from distributed_ac.core.errors import BadInput, EnvError
-from distributed_ac.envs import atari, multiagent, selfplay
+from distributed_ac.core.errors import BadInput, ConfigError, EnvError
+from distributed_ac.envs import atari, multiagent, reading, selfplay
 from distributed_ac.envs.packages import import_packages, unknown_id_hint
 from distributed_ac.envs.space import EnvSpace, space_of
 
@@ -55,6 +58,27 @@ def _entry_point(env: str):
     if not callable(factory):
         raise EnvError(f"entry point '{env}': module '{module_name}' has no callable '{attr}'")
     return factory
+
+
+@functools.lru_cache(maxsize=8)
+def made_names(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What a `module:attr` entry point's env calls itself: the `spec.id` of the
+    Gymnasium env it makes, or a PettingZoo env's `metadata["name"]`; () for a plain id,
+    or when making it fails (the run's own checks report that in one line)."""
+    if ":" not in env:
+        return ()
+    try:
+        import_packages(gym_packages)
+        made_env = _entry_point(env)()
+    except Exception:  # the same failure is reported, in one line, when the run makes it
+        return ()
+    try:
+        spec = getattr(made_env, "spec", None)
+        name = spec.id if spec is not None else getattr(made_env, "metadata", {}).get("name")
+        return (name,) if isinstance(name, str) and name else ()
+    finally:
+        with contextlib.suppress(Exception):
+            made_env.close()
 
 
 def parallel_maker_of(env: str):
@@ -222,6 +246,53 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
     import_packages(cfg.gym_packages)
     return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg),
                            cfg.agent_id, cfg.self_play)
+
+
+def resolved(cfg):
+    """(cfg with frame_size and categorical_obs auto settled, the start-up lines that say
+    how its image is read): envs/reading.py's decisions, made from one raw copy of the env
+    and its first observations. PettingZoo and ALE envs, and a Config with both settled
+    already, are returned as they are, without making an env."""
+    settled = cfg.frame_size != 0 and cfg.categorical_obs is not None
+    if settled or cfg.self_play or atari.is_ale(cfg.env) or parallel_maker_of(cfg.env):
+        return cfg, reading_lines(cfg) if settled else []
+    probe = _probe_image(cfg)
+    if probe is None:
+        return dataclasses.replace(cfg, frame_size=cfg.frame_size or reading.KEEP,
+                                   categorical_obs=bool(cfg.categorical_obs)), []
+    categorical = (reading.is_category_grid(probe) if cfg.categorical_obs is None
+                   else cfg.categorical_obs)
+    if categorical and not probe.dtype.startswith(("uint", "int")):
+        raise ConfigError(f"categorical_obs reads integer grids; '{cfg.env}' gives "
+                          f"{probe.dtype} images")
+    cfg = dataclasses.replace(cfg, frame_size=reading.frame_size_for(probe, cfg.frame_size),
+                              categorical_obs=categorical)
+    return cfg, _describe(cfg, probe)
+
+
+def reading_lines(cfg) -> list[str]:
+    """The start-up lines for a Config whose reading is settled (a resumed run's)."""
+    if cfg.self_play or atari.is_ale(cfg.env) or parallel_maker_of(cfg.env):
+        return []
+    probe = _probe_image(cfg)
+    return [] if probe is None else _describe(cfg, probe)
+
+
+def _describe(cfg, probe: reading.Probe) -> list[str]:
+    return reading.describe(probe, cfg.frame_size, cfg.categorical_obs,
+                            cfg.normalize_obs is not False, probe.space)
+
+
+def _probe_image(cfg) -> reading.Probe | None:
+    """reading.probe of one raw copy of the env (no preprocessing), seeded with cfg.seed."""
+    import_packages(cfg.gym_packages)
+    raw = atari.Preprocess(frame_size=reading.KEEP)
+    vectorization = "sync" if cfg.vectorization == "async" else cfg.vectorization
+    venv = make_vector_env(cfg.env, 1, vectorization, raw)
+    try:
+        return reading.probe(venv, cfg.seed)
+    finally:
+        venv.close()
 
 
 def space_for(cfg) -> EnvSpace:

@@ -33,7 +33,7 @@ from distributed_ac.core.batch import Batch, episodes_in_order
 from distributed_ac.core.errors import NonFiniteLossError, RunStopped
 from distributed_ac.core.policies import episodes_by_policy, groups_for
 from distributed_ac.envs.games import check_greedy
-from distributed_ac.envs.vector import space_for
+from distributed_ac.envs.vector import resolved, space_for
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
@@ -72,6 +72,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     this config (startup.build_learner), which a resume then restores.
     """
     start = time.monotonic()
+    cfg, reading = resolved(cfg)  # how its image is read, settled once for every process
     space = space_for(cfg)  # a bad env leaves no run directory behind
     groups_for(space.agent_names, cfg.policy_mapping, cfg.env)  # a bad mapping, likewise
     if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":
@@ -86,6 +87,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         check_address(address)  # seconds, where Ray would retry a silent address for minutes
     if note:
         print(note, file=sys.stderr, flush=True)
+    for line in reading:
+        print(line, file=sys.stderr, flush=True)
     if space.dropped:
         print(f"observation entries left out of what the networks read: "
               f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,

@@ -84,7 +84,9 @@ def run_trial(sampled: dict, spec: TuneSpec, session: TuneSession | None = None)
     from distributed_ac.training.trainer import train
 
     session = session or TuneSession()
-    cfg = trial_config(spec, sampled)
+    from distributed_ac.envs.vector import resolved
+
+    cfg, _ = resolved(trial_config(spec, sampled))  # as train() settles it, said there
     if "seed" not in sampled:  # trials that start alike are still different runs
         cfg = dataclasses.replace(cfg, seed=cfg.seed + session.trial_index())
     run_dir = session.trial_dir() / RUN

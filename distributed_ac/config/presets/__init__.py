@@ -2,10 +2,14 @@
 hyperparameter files).
 
 `dac train --env ID` starts from `presets/ID.yaml` when there is one ('/' and ':' in an
-id or a `module:function` entry point become '_'). An env without a file of its own
-starts from its suite's file when its id has a suite's prefix (SUITES: an `ALE/` id from
-`presets/atari.yaml`, cleanRL's Atari PPO; a `popgym-` id from `presets/popgym.yaml`,
-with a recurrent core), else from `presets/default.yaml`: the settings that measured
+id or a `module:function` entry point become '_'). A preset is found by what the env
+is, not only by how it was named: an entry point's made env is also looked up by its
+`spec.id` (Gymnasium) or `metadata["name"]` (PettingZoo), so `mymod:make` returning
+`gym.make("MiniGrid-DoorKey-5x5-v0")` gets that id's preset, or its suite's. An env
+without a file of its own starts from its suite's file when one of its names has a
+suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari PPO; a
+`popgym-` id from `presets/popgym.yaml`, with a recurrent core; MiniGrid's and BabyAI's
+from `presets/minigrid.yaml`), else from `presets/default.yaml`: the settings that measured
 most robust across the suite of envs (docs/notes/defaults-without-a-preset.md). Either
 way `dac train` says so in one line and then applies --config and the flags on top, so
 anything set explicitly wins; `--no-preset` starts from the package base
@@ -19,7 +23,8 @@ from pathlib import Path
 
 DIR = Path(__file__).parent
 DEFAULT = "default"  # the stem of the file for envs without one of their own
-SUITES = {"ALE/": "atari", "popgym-": "popgym"}  # ... and for a suite's ids without one
+# ... and for a suite's ids without one
+SUITES = {"ALE/": "atari", "popgym-": "popgym", "MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
 FALLBACKS = (DEFAULT, *SUITES.values())
 
 
@@ -39,12 +44,25 @@ def suite_of(env: str) -> str | None:
     return next((prefix for prefix in SUITES if env.startswith(prefix)), None)
 
 
-def for_env(env: str) -> Path | None:
+def for_env(env: str, *aliases: str) -> Path | None:
     """What a new run of `env` starts from: its own preset, else its suite's, else the
-    default one (None if that is missing too)."""
-    suite = suite_of(env)
-    fallback = DIR / f"{SUITES[suite] if suite else DEFAULT}.yaml"
-    return path_for(env) or (fallback if fallback.is_file() else None)
+    default one (None if that is missing too); `aliases`: the names the made env gives
+    itself (spec.id, PettingZoo's metadata name), looked up after `env`."""
+    return match(env, *aliases)[0]
+
+
+def match(*names: str) -> tuple[Path | None, str]:
+    """(the preset for the first of `names` with one of its own, else for the first in a
+    suite, else the default one; the name it was found by, names[0] for the default)."""
+    for name in names:
+        if path_for(name):
+            return path_for(name), name
+    name = next((n for n in names if suite_of(n)), names[0])
+    suite = suite_of(name)
+    for stem in ((SUITES[suite],) if suite else ()) + (DEFAULT,):
+        if (DIR / f"{stem}.yaml").is_file():
+            return DIR / f"{stem}.yaml", name
+    return None, name
 
 
 def available() -> list[str]:

@@ -306,7 +306,7 @@ class DoomLike(gym.Env):
         self.observation_space = gym.spaces.Dict({
             "screen": gym.spaces.Box(0, 255, (self.H, self.W, 3), np.uint8),
             # float32's largest as bounds, as VizDoom gives them: no bound at all
-            "gamevariables": gym.spaces.Box(-3.4028235e38, 3.4028235e38, (2,), np.float32)})
+            "gamevariables": gym.spaces.Box(np.finfo(np.float32).min, np.finfo(np.float32).max, (2,), np.float32)})
         self.action_space = gym.spaces.Discrete(4)
         self.quadrant, self.t = 0, 0
 

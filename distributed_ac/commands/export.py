@@ -29,7 +29,7 @@ An image policy (a CNN torso) takes observations as the env gives them, e.g. uin
 [B, 84, 84, 4] for Atari, and scales them by 1/255 inside, as training did. A frame the
 run resized (envs/reading.py: frames over 128 px, or --frame-size) comes at the size it
 trained on; a grid the run read as categories comes as the env's codes, uint8
-[B, H, W, C], and is turned into its one-hot channels inside.
+[B, H, W, C] (the whole observation, or its Dict entry), and is one-hot inside.
 
 Actions are deterministic: the argmax of the logits (plus the Discrete space's start),
 or the Gaussian mean squashed by tanh and rescaled to the Box, exactly as the workers'
@@ -53,6 +53,7 @@ import tensorflow as tf
 from distributed_ac.core.errors import UsageError
 from distributed_ac.envs.reading import CATEGORIES
 from distributed_ac.envs.space import EnvSpace
+from distributed_ac.envs.vector import category_grid
 from distributed_ac.learning import inputs
 from distributed_ac.learning.networks import greedy_action
 from distributed_ac.learning.normalizers import normalize_tf
@@ -71,9 +72,10 @@ def _copy(nets, part_names) -> dict[str, list]:
 class PolicyModule(tf.Module):
     """The actor's and the critic's parts, by name, with a plain-TF forward pass per part."""
 
-    def __init__(self, nets, space: EnvSpace, categories: bool = False):
+    def __init__(self, nets, space: EnvSpace, grid: tuple | None = None):
+        """`grid`: (its Dict key or None, its [H, W, C]) of a grid read as categories."""
         super().__init__(name="policy")
-        self.spec, self._space, self._categories = nets.spec, space, categories
+        self.spec, self._space, self._grid = nets.spec, space, grid
         recurrent = self.spec.recurrent
         # the forward passes the learner's Keras layers run, of the kinds the registry
         # picks for this spec (as it picks the learner's and the workers')
@@ -93,12 +95,13 @@ class PolicyModule(tf.Module):
         # normalize_obs: the statistics as constants of the graph, so it takes raw observations
         self._norm = None if nets.obs_norm is None else (
             *(tf.constant(a) for a in nets.obs_norm.numpy_params()), nets.obs_norm.clip)
-        h, w, c = (*space.obs_shape, 1, 1)[:3]
-        served = (h, w, c // CATEGORIES) if categories else space.obs_shape
-        image = tf.TensorSpec([None, *served], tf.as_dtype(space.obs_dtype),
+        image = tf.TensorSpec([None, *space.obs_shape], tf.as_dtype(space.obs_dtype),
                               name=str(space.obs_key) if space.mixed else "obs")
         obs = ({str(space.obs_key): image, **_entry_specs(space.obs_entries)} if space.mixed
                else _entry_specs(space.obs_entries) if space.obs_entries else image)
+        if grid is not None:  # the grid's codes as the env gives them
+            codes = tf.TensorSpec([None, *grid[1]], tf.uint8, name=_name(grid[0]))
+            obs = codes if grid[0] is None else {**obs, _name(grid[0]): codes}
         # an action mask (1 = allowed) as float32, whatever integer or bool type the env used
         mask = ([tf.TensorSpec([None, space.mask_size], tf.float32, name="action_mask")]
                 if space.mask_size else [])
@@ -117,8 +120,8 @@ class PolicyModule(tf.Module):
         """The served observations as the encoders read them: the entries as a batch holds
         them, then normalised and arranged as the learner's step does."""
         norm = None if self._norm is None else (lambda x: normalize_tf(x, *self._norm))
-        if self._categories:
-            obs = _with_categories(obs, self._space)
+        if self._grid is not None:
+            obs = _one_hot_grid(obs, self._grid[0])
         return inputs.network_obs(self._space, norm, _batch_form(obs, self._space))
 
     def _features(self, parts: dict, network: str, obs, state):
@@ -145,15 +148,17 @@ class PolicyModule(tf.Module):
         return value if state is None else (value, state)
 
 
-def _with_categories(obs, space: EnvSpace):
-    """reading.CategoryGrid in TF: the image's codes [B, H, W, C] as uint8
-    [B, H, W, C x CATEGORIES] of 0 or 255, channel c x CATEGORIES + code."""
-    key = str(space.obs_key) if space.mixed else None
-    codes = obs if key is None else obs[key]
-    hot = tf.one_hot(tf.minimum(tf.cast(codes, tf.int32), CATEGORIES - 1), CATEGORIES,
-                     on_value=255, off_value=0, dtype=tf.int32)
-    image = tf.cast(tf.reshape(hot, [-1, *space.obs_shape]), tf.uint8)
-    return image if key is None else {**obs, key: image}
+def _name(key) -> str:
+    return "obs" if key is None else str(key)
+
+
+def _one_hot_grid(obs, key):
+    """reading.CategoryGrid in TF: the grid's codes [B, H, W, C] as float32
+    [B, H x W x C x CATEGORIES] of 0 and 1, in CategoryGrid's order."""
+    codes = obs if key is None else obs[_name(key)]
+    hot = tf.one_hot(tf.minimum(tf.cast(codes, tf.int32), CATEGORIES - 1), CATEGORIES)
+    flat = tf.reshape(hot, [tf.shape(codes)[0], -1])
+    return flat if key is None else {**obs, _name(key): flat}
 
 
 def _entry_spec(e) -> tf.TensorSpec:
@@ -214,7 +219,7 @@ def export(run_dir: str | Path, out: str | Path, best: bool = False,
         raise UsageError(f"--out {out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
     cfg, space, learner, path = load_trained(run_dir, best)
-    module = PolicyModule(_chosen(learner.nets, policy), space, bool(cfg.categorical_obs))
+    module = PolicyModule(_chosen(learner.nets, policy), space, category_grid(cfg))
     tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,
             "obs_dim": space.obs_dim, "obs_shape": list(space.obs_shape),

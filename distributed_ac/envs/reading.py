@@ -3,12 +3,14 @@ first observations, and said in one start-up line.
 
 - **Categories.** A uint8 image whose values stay far below the Box's high is a grid of
   codes, not pixels: MiniGrid's `image` holds object, colour and state ids from 0 to 10
-  in a Box of high 255, so the usual 1/255 scaling would feed the CNN values under 0.04.
+  in a Box of high 255, so the usual 1/255 scaling would feed a CNN values under 0.04.
   With `categorical_obs` auto, an image of at most CATEGORY_SIDE on each side whose
   values over PROBE_STEPS random steps all stay below CATEGORIES (with a high of at least
-  4x that) is read as categories: `CategoryGrid` turns each channel into CATEGORIES
-  one-hot channels of 0 or 255 (codes past the last are read as the last), which the
-  network's 1/255 scaling makes 0 or 1. The grid stays uint8 on the wire.
+  4x that) is read as categories: `CategoryGrid` one-hots each cell's code per channel
+  (CATEGORIES values; codes past the last read as the last) and flattens the grid into a
+  0/1 vector, which the networks read with an MLP beside any other vector entries, as
+  rl-zoo reads MiniGrid flat (a CNN on the same one-hot grid learned Unlock to 0.0-0.2
+  where the flat MLP reached rl-zoo's 0.96: docs/notes/reading-observations.md).
 - **Large frames.** An image with a side over LARGE_FRAME pixels (VizDoom's 240x320,
   CarRacing at full size, dm_control pixels at 480) is resized to AUTO_FRAME x AUTO_FRAME
   (Atari's 84, INTER_AREA), as Sample Factory and the Atari path resize, whether it is the
@@ -91,21 +93,20 @@ class _ImageWrapper(gym.ObservationWrapper):
 
 
 class CategoryGrid(_ImageWrapper):
-    """[H, W, C] integer codes -> uint8 [H, W, C x CATEGORIES], channel c x CATEGORIES + v
-    255 where channel c holds code v (codes past the last read as the last), else 0."""
+    """[H, W, C] integer codes -> uint8 [H x W x C x CATEGORIES] of 0 and 1: entry
+    ((h x W + w) x C + c) x CATEGORIES + v is 1 where cell (h, w) holds code v in channel
+    c (codes past the last read as the last)."""
 
     def __init__(self, env: gym.Env):
-        self.table = np.eye(CATEGORIES, dtype=np.uint8) * np.uint8(255)
+        self.table = np.eye(CATEGORIES, dtype=np.uint8)
         super().__init__(env)
 
     def image_space(self, inner):
-        h, w, c = (*inner.shape, 1)[:3]
-        self.hwc = (h, w, c)
-        return gym.spaces.Box(0, 255, (h, w, c * CATEGORIES), np.uint8)
+        self.hwc = (*inner.shape, 1)[:3]
+        return gym.spaces.Box(0, 1, (int(np.prod(self.hwc)) * CATEGORIES,), np.uint8)
 
     def image(self, x):
-        codes = np.minimum(x.reshape(self.hwc), CATEGORIES - 1)
-        return self.table[codes].reshape(*self.hwc[:2], -1)
+        return self.table[np.minimum(x.reshape(self.hwc), CATEGORIES - 1)].reshape(-1)
 
 
 class ResizeFrame(_ImageWrapper):
@@ -196,11 +197,11 @@ def describe(p: Probe, frame_size: int, categorical: bool, normalized: bool,
     shape = "x".join(map(str, p.shape))
     lines = []
     if categorical:
-        h, w, *c = p.shape
+        width = int(np.prod(p.shape)) * CATEGORIES
         lines.append(f"observations: {what} {shape} holds codes 0-{p.seen_max} (of a Box up to "
-                     f"{p.high:g}): read as categories, {CATEGORIES} one-hot channels each "
-                     f"({h}x{w}x{(c[0] if c else 1) * CATEGORIES}); --categorical-obs false "
-                     "reads it as pixels")
+                     f"{p.high:g}): read as categories, each code one-hot of {CATEGORIES}, "
+                     f"flattened into {width} vector values for an MLP; "
+                     "--categorical-obs False reads it as pixels")
     if frame_size > 0:
         why = (f"frames over {LARGE_FRAME} px are by default; --frame-size {KEEP} keeps "
                f"{shape}") if max(p.shape[:2]) > LARGE_FRAME else "frame_size"

@@ -278,6 +278,13 @@ def reading_lines(cfg) -> list[str]:
     return [] if probe is None else _describe(cfg, probe)
 
 
+def category_grid(cfg) -> tuple | None:
+    """(Dict key or None, [H, W, C]) of the grid a run reads as categories, as the raw env
+    gives it (what an export takes); None when it reads none."""
+    probe = _probe_image(cfg) if cfg.categorical_obs else None
+    return None if probe is None else (probe.key, probe.shape)
+
+
 def _describe(cfg, probe: reading.Probe) -> list[str]:
     return reading.describe(probe, cfg.frame_size, cfg.categorical_obs,
                             cfg.normalize_obs is not False, probe.space)

@@ -19,6 +19,7 @@ resume calls once TensorFlow is loaded anyway, imports TensorFlow.)
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import re
@@ -99,6 +100,52 @@ class RunDir:
         os.replace(tmp, self.config)
 
 
+class RunLock:
+    """The one writer's hold on a run directory, for as long as its process runs.
+
+    An exclusive flock on the directory itself, not on a lock file: nothing joins the
+    run's layout, --overwrite (which removes the run's entries) cannot remove it, and no
+    file is left behind to go stale. The kernel drops the lock when the holder's process
+    dies, SIGKILL included, so a killed run's directory can be resumed at once. The
+    descriptor is not inherited by what the run starts (Python opens it close-on-exec),
+    so a Ray process outliving the driver does not keep the run locked.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, if the directory exists yet (new_run takes it once it has made
+        it); RunDirError if another process holds it."""
+        if self._fd is not None or not self.path.is_dir():
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # unreadable: the checks that follow refuse it, with its reason
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunDirError(f"{self.path} is in use by another dac train still running there; "
+                              "wait for it to end (or stop it), or choose another "
+                              "--run-dir") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
     """runs/<env>-<local time>, with an entry point's ':' and '/' made file-name safe; a
     numeric suffix keeps two runs started in the same second apart."""
@@ -133,18 +180,26 @@ def unwritable_ancestor(path: Path) -> Path | None:
     return None if anc.is_dir() and os.access(anc, os.W_OK | os.X_OK) else anc
 
 
-def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
+def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False,
+            lock: RunLock | None = None) -> RunDir:
     """Create a run directory for a fresh run and write its config.
 
     An existing run there is refused unless `overwrite`, which removes only the run's
-    own entries (never anything else a user keeps in that directory).
+    own entries (never anything else a user keeps in that directory). `lock` (the run's
+    RunLock) is taken once the directory exists, before anything in it is removed.
     """
     run = check_new(path, overwrite)
+    try:
+        run.path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
+        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
+    if lock is not None:
+        lock.acquire()
+        check_new(path, overwrite)  # a run that started there meanwhile now holds it
     for p in run.entries():
         if p.exists():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     try:
-        run.path.mkdir(parents=True, exist_ok=True)
         run.write_config(cfg)
     except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
         raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None

@@ -78,39 +78,53 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         check_greedy(space.obs_shape, cfg.env)  # a game the greedy player cannot play
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
-    # Checked before Ray starts, written only once it is up: a cluster that does not
-    # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
-    rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
-    check_device(cfg.device)
-    if address:
-        check_address(address)  # seconds, where Ray would retry a silent address for minutes
-    if note:
-        print(note, file=sys.stderr, flush=True)
-    if space.dropped:
-        print(f"observation entries left out of what the networks read: "
-              f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
-              flush=True)
-    with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
-        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
-        try:
-            stop.reclaim()
-            stop.check_startup()
-            run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
-            with Trainer(cfg, run, pool, space, resume, progress, learner,
-                         on_update) as trainer:
-                for info in pool.placement():
-                    trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
-                                          f"node {info['node_ip']} ({info['node']}), "
-                                          f"{info['rss_mb']:.0f} MB resident")
-                try:
-                    trainer.loop(stop)
-                except RunStopped as e:
-                    trainer.stop_on_error(e)
-                    raise
-                trainer.finish(stop)
-        finally:
-            pool.close()
+    # Held until the run ends (the kernel drops it if this process dies): a second
+    # writer, a resume or an --overwrite of a live run, is refused before anything starts.
+    with rundir.RunLock(path) as lock:
+        # Checked before Ray starts, written only once it is up: a cluster that does not
+        # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
+        rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
+        check_device(cfg.device)
+        if address:
+            check_address(address)  # seconds, where Ray would retry a silent address for minutes
+        if note:
+            print(note, file=sys.stderr, flush=True)
+        if space.dropped:
+            print(f"observation entries left out of what the networks read: "
+                  f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
+                  flush=True)
+        with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
+            trainer = _session(cfg, space, path, lock, stop, address, dashboard, resume,
+                               overwrite, progress, learner, on_update)
     return trainer.summary(time.monotonic() - start, stop)
+
+
+def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
+             address: str | None, dashboard: bool, resume: bool, overwrite: bool,
+             progress: ConsoleProgress | None, learner, on_update: UpdateHook | None
+             ) -> "Trainer":
+    """Start the pool and the learner, write the run directory, run the loop; the
+    Trainer it ran (its summary still to be made)."""
+    pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
+    try:
+        stop.reclaim()
+        stop.check_startup()
+        run = (rundir.resume_run(path, cfg) if resume
+               else rundir.new_run(path, cfg, overwrite, lock))
+        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update) as trainer:
+            for info in pool.placement():
+                trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
+                                      f"node {info['node_ip']} ({info['node']}), "
+                                      f"{info['rss_mb']:.0f} MB resident")
+            try:
+                trainer.loop(stop)
+            except RunStopped as e:
+                trainer.stop_on_error(e)
+                raise
+            trainer.finish(stop)
+    finally:
+        pool.close()
+    return trainer
 
 
 def _plain(d: dict) -> dict:

@@ -94,3 +94,37 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
         train_quietly(other, run_dir, resume=True)
     # config.yaml still names the settings the checkpoints were trained with
     assert (run_dir / "config.yaml").read_bytes() == kept
+
+
+def test_a_live_run_s_directory_is_refused_to_a_second_writer_and_freed_when_it_dies(tmp_path):
+    """A resume or an --overwrite of a run still training rewrote its config.yaml and
+    deleted its checkpoints under it; the second writer is now refused in one line, and
+    the lock dies with the run's process (SIGKILL leaves none behind)."""
+    import time
+
+    from helpers import dac, popen_dac
+
+    run_dir = tmp_path / "run"
+    live = popen_dac("train", "--serial", "--env", "CartPole-v1", "--run-dir", str(run_dir),
+                     "--checkpoint-every", "5", "--total-env-steps", "100000000",
+                     "--log-every-s", "0.2")
+    try:
+        deadline = time.monotonic() + 180
+        while not (run_dir / "checkpoints" / "checkpoint").exists():
+            assert live.poll() is None and time.monotonic() < deadline, live.stderr.read()[-2000:]
+            time.sleep(0.2)
+        kept = (run_dir / "config.yaml").read_bytes()
+        for argv in (["--resume", str(run_dir), "--actor-lr", "0.01", "--total-env-steps", "2048"],
+                     ["--serial", "--run-dir", str(run_dir), "--overwrite",
+                      "--total-env-steps", "2048"]):
+            out = dac("train", *argv, timeout=120)
+            err = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(err) == 1, (argv, out.returncode, out.stderr[-2000:])
+            assert err[0].startswith("dac: error: ") and "in use by another dac train" in err[0]
+            assert (run_dir / "config.yaml").read_bytes() == kept
+            assert (run_dir / "checkpoints" / "checkpoint").exists()
+    finally:
+        live.kill()  # SIGKILL: no handler runs, nothing unlocks
+        live.communicate()
+    out = dac("train", "--resume", str(run_dir), "--total-env-steps", "2048", timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -93,6 +93,8 @@ class Config:
     """Consecutive collect() failures of one worker (env exceptions) before the run stops."""
     on_nonfinite: Literal["stop", "drop"] = "stop"
     """A NaN/Inf observation or reward: stop the run naming env and step, or drop the batch and count it."""
+    max_nonfinite_batches: int = 100
+    """on_nonfinite drop: a worker's non-finite batches dropped in a row before the run stops as on_nonfinite stop does, naming the env (an env that stays NaN would otherwise be dropped from forever; one finite batch starts the count again)."""
     max_nonfinite_updates: int = 5
     """Consecutive learner updates skipped for a non-finite loss or gradient before the run stops."""
     device: Literal["auto", "cpu", "gpu"] = "auto"
@@ -298,8 +300,8 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
          "update_epochs and minibatch_size must be >= 1"),
         (c.recurrent_minibatch_size >= 0, "recurrent_minibatch_size must be >= 0 (0 = minibatch_size)"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
-        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
-         "max_env_failures and max_nonfinite_updates must be >= 1"),
+        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1 and c.max_nonfinite_batches >= 1,
+         "max_env_failures, max_nonfinite_updates and max_nonfinite_batches must be >= 1"),
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
         (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
                                "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),

@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
-from distributed_ac.core.errors import NonFiniteLossError, RunStopped
+from distributed_ac.core.errors import NonFiniteError, NonFiniteLossError, RunStopped
 from distributed_ac.core.policies import episodes_by_policy, groups_for
 from distributed_ac.envs.games import check_greedy
 from distributed_ac.envs.vector import space_for
@@ -181,6 +181,7 @@ class Trainer:
                                   resume_at=counts.env_steps if resume else None)
         self.interval = Interval()
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
+        self.nonfinite_streak: collections.Counter = collections.Counter()  # per worker
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
                                                     start=counts.env_steps)
         self.snapshots = (SnapshotPool(run.path / "opponents", cfg.opponent_pool_size,
@@ -286,16 +287,27 @@ class Trainer:
             counts.worker_wait_s += b.idle_s
             counts.max_lag = max(counts.max_lag, lag)
             if b.nonfinite:
-                log.warning("dropping a batch: %s", b.nonfinite)
-                counts.dropped_batches += 1
-                counts.nonfinite_batches += 1
-            elif lag > self.cfg.max_policy_lag:
+                self._drop_nonfinite(b)
+                continue
+            self.nonfinite_streak[b.worker_id] = 0
+            if lag > self.cfg.max_policy_lag:
                 counts.dropped_batches += 1
             else:
                 fresh.append(b)
         self.interval.add_lags(lags)
         self.lags.update(lags)
         return fresh
+
+    def _drop_nonfinite(self, b: Batch) -> None:
+        """Count a batch its worker flagged as non-finite; NonFiniteError once that worker
+        has sent max_nonfinite_batches of them in a row (its env stays broken)."""
+        streak = self.nonfinite_streak[b.worker_id] = self.nonfinite_streak[b.worker_id] + 1
+        if streak >= self.cfg.max_nonfinite_batches:
+            raise NonFiniteError(f"{b.nonfinite}; {streak} batches in a row from worker "
+                                 f"{b.worker_id} were non-finite (--max-nonfinite-batches)")
+        log.warning("dropping a batch: %s", b.nonfinite)
+        self.state.counters.dropped_batches += 1
+        self.state.counters.nonfinite_batches += 1
 
     def _land(self, batch: Batch, metrics: dict, ref):
         """Count an update the learner made from `batch` (nothing, if it skipped it for a

@@ -135,10 +135,12 @@ class Checkpointer:
 
     def restore(self) -> str:
         """Load the newest readable checkpoint into the learner, the run state and the pool."""
+        why = ""
         for path in reversed(self.manager.checkpoints):
             try:
                 self.ckpt.restore(path).assert_existing_objects_matched()
             except _UNREADABLE as e:
+                why = why or f" (the newest: {_first_line(e)})"
                 log.warning("checkpoint %s cannot be restored (%s); trying an older one",
                             path, _first_line(e))
                 continue
@@ -148,7 +150,7 @@ class Checkpointer:
             if self.pool is not None:
                 self.pool.resume(self._saved_pool_state(path), self.state.draw_seeds)
             return path
-        raise CheckpointError(f"no readable checkpoint in {self.manager.directory}")
+        raise CheckpointError(f"no readable checkpoint in {self.manager.directory}{why}")
 
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:

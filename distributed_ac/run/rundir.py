@@ -33,7 +33,14 @@ from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size",
                   "observe_action_mask")  # the last sets the networks' input width
-
+# ... and these change what else it holds, or the networks' inputs: the observation and
+# return statistics, the minibatch shuffle's generator (policy_loss clip), the shape of
+# what the env's observations become, the set of policies. A checkpoint without them
+# would restore "successfully" and drop them (a restore matches the objects it is given,
+# not those it holds), or fail after the run directory was written.
+STATE_FIELDS = NETWORK_FIELDS + ("normalize_obs", "normalize_reward", "policy_loss",
+                                 "frame_size", "grayscale", "frame_stack", "agent_id",
+                                 "text_obs", "policy_mapping", "self_play")
 
 
 
@@ -240,12 +247,19 @@ def saved_config(run: RunDir) -> Config:
 
 
 def check_same_network(saved: Config, cfg: Config, where: Path) -> None:
-    """Refuse a resume whose config would build different networks than the checkpoint's."""
-    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in NETWORK_FIELDS
+    """Refuse a resume whose config would build different networks, or other state
+    beside them, than the checkpoint's."""
+    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in STATE_FIELDS
                if getattr(saved, f) != getattr(cfg, f)]
+    if _kl_penalty(saved) != _kl_penalty(cfg):  # its adapted weight is kept only when on
+        changed.append(f"kl_coef {saved.kl_coef!r} -> {cfg.kl_coef!r}")
     if changed:
-        raise RunDirError(f"cannot resume {where} with a different network ({'; '.join(changed)}); "
-                          "start a new run instead")
+        raise RunDirError(f"cannot resume {where} with a different network or checkpointed state "
+                          f"({'; '.join(changed)}); start a new run instead")
+
+
+def _kl_penalty(c: Config) -> bool:
+    return c.policy_loss == "clip" and c.kl_coef > 0
 
 
 def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
@@ -277,14 +291,11 @@ def check_layout(run: RunDir) -> None:
 
 def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
     """Check that `cfg` may continue the run at `path` and that a checkpoint there can be
-    read, then record `cfg` as the run's config.
-
-    The restore itself comes later (training/trainer.py), so a resume whose checkpoints are all
-    unreadable would otherwise fail after config.yaml already held settings no
-    checkpoint was trained with."""
+    read; writes nothing. The Trainer records `cfg` as the run's config only once its
+    restore has succeeded: config.yaml never holds settings no checkpoint was trained
+    with, and a resume that fails leaves the run directory as it was."""
     run = check_resume(path, cfg)
     readable_checkpoint(run)
-    run.write_config(cfg)
     return run
 
 

@@ -176,6 +176,8 @@ class Trainer:
         self.state = RunState.fresh(cfg)
         self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None
+        if resume:  # only now: a restore that fails leaves the run directory untouched
+            run.write_config(cfg)
         counts = self.state.counters
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=counts.env_steps if resume else None)

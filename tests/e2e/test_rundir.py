@@ -128,3 +128,19 @@ def test_a_live_run_s_directory_is_refused_to_a_second_writer_and_freed_when_it_
         live.communicate()
     out = dac("train", "--resume", str(run_dir), "--total-env-steps", "2048", timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_resume_whose_restore_fails_leaves_the_run_directory_as_it_was(tmp_path, monkeypatch):
+    """config.yaml was rewritten before the restore, which then failed: later resumes,
+    evaluate and export read settings no checkpoint was trained with. Here the field
+    check is switched off (as for a field it did not know) to reach the restore itself."""
+    cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=1,
+                 **{**SMALL, "total_env_steps": 2 * 32})
+    run_dir = tmp_path / "run"
+    train_quietly(cfg, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    monkeypatch.setattr(rundir, "STATE_FIELDS", ())
+    changed = dataclasses.replace(cfg, total_env_steps=3 * 32, normalize_obs=True)
+    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+        train_quietly(changed, run_dir, resume=True)
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before

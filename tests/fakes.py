@@ -81,6 +81,14 @@ class StaysNaN(Countdown):
         return (np.array([np.nan]) if self.broken else obs), info
 
 
+class WrongShapeReset(Countdown):
+    """Declares observations of shape (1,) but resets to shape (3,)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3), {}
+
+
 class ThousandSteps(Countdown):
     """Episodes of exactly 1000 steps (terminated), for checks that no episode is cut."""
 

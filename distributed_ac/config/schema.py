@@ -267,6 +267,8 @@ def _check_ranges(c: Config) -> None:
 def _range_rules(c: Config) -> list[tuple[bool, str]]:
     """(holds, the error if not) for each range rule, in the order they are checked."""
     return [
+        # env seeds are drawn from it by NumPy (no negatives); evaluation's start at 2**31 + seed
+        (0 <= c.seed < 2**31, "seed must be in [0, 2**31)"),
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
         (c.num_envs >= 1, "num_envs must be >= 1"),
         (c.opponent_pool_size >= 1, "opponent_pool_size must be >= 1"),
@@ -394,9 +396,12 @@ def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
     """Read a Config from YAML with safe loading (no code runs); errors are ConfigError."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:  # YAML is UTF-8; a Latin-1 editor's file is not
+        raise ConfigError(f"config file {p} is not UTF-8 text (byte 0x{e.object[e.start]:02x} "
+                          f"at offset {e.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -416,4 +421,4 @@ def to_dict(cfg: Config) -> dict:
 
 
 def dump_yaml(cfg: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")

@@ -52,6 +52,13 @@ CASES = {
                                      "needs Discrete, MultiDiscrete or MultiBinary actions"),
     "action_mask of the wrong length": (lambda t, r: ["train", "--env", "fakes:MaskedWrongLength"],
                                         "an action_mask of 4 entries"),
+    # a traceback in serial mode; on Ray 20 restarts, then "worker 0 died while starting"
+    "env resetting to the wrong shape, serial": (
+        lambda t, r: ["train", "--env", "fakes:WrongShapeReset", "--serial"],
+        "does it return observations of its observation_space, Box(-inf, inf, (1,), float64)?"),
+    "env resetting to the wrong shape, on Ray": (
+        lambda t, r: ["train", "--env", "fakes:WrongShapeReset", "--num-workers", "1"],
+        "reset() of env 'fakes:WrongShapeReset' failed in worker 0 (ValueError"),
     "entry point does not import": (lambda t, r: ["train", "--env", "no_such_mod_q:Env"],
                                     "cannot import entry point module"),
     "field out of range": (lambda t, r: ["train", "--gamma", "1.5"], "gamma must be in [0, 1]"),
@@ -65,6 +72,12 @@ CASES = {
                            "unknown config field(s): lr"),
     "malformed yaml": (lambda t, r: ["train", "--config", write_yaml(t, "env: [CartPole\n")],
                        "not valid YAML"),
+    "yaml file not in UTF-8": (lambda t, r: ["train", "--config", latin1_yaml(t)],
+                               "is not UTF-8 text (byte 0xe9 at offset 5)"),
+    "run config not in UTF-8": (lambda t, r: (latin1_yaml(r, "config.yaml"),
+                                              ["train", "--resume", str(r)])[1],
+                                "is not UTF-8 text"),
+    "negative seed": (lambda t, r: ["train", "--seed", "-1"], "seed must be in [0, 2**31)"),
     "missing yaml file": (lambda t, r: ["train", "--config", str(t / "nope.yaml")],
                           "cannot read config file"),
     "unknown flag": (lambda t, r: ["train", "--learning-rate", "3"], "Unrecognized options"),
@@ -129,6 +142,13 @@ CASES = {
     "bench compare with a missing file": (lambda t, r: ["bench", "--compare", str(t / "a.jsonl"),
                                                         str(t / "b.jsonl")], "no such file"),
 }
+
+
+def latin1_yaml(directory: Path, name: str = "cfg.yaml") -> str:
+    """A config file written in Latin-1 (its 'é' is the byte 0xe9, not UTF-8)."""
+    path = directory / name
+    path.write_bytes("# caf\u00e9 settings\nseed: 1\n".encode("latin-1"))
+    return str(path)
 
 
 def a_file(tmp_path: Path) -> Path:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac.core.errors import CheckpointError
+from distributed_ac.run.files import named
 from distributed_ac.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -102,13 +104,27 @@ class Checkpointer:
         self.learner.before_save()
         self.state.before_save()
         pool_state = self.pool.save_state() if self.pool is not None else None
-        if pool_state is not None:  # written first: a named checkpoint has it
-            _write_npz(self._workers_file(os.path.join(self.manager.directory, f"ckpt-{updates}")),
-                       pool_state)
-        path = self.manager.save(checkpoint_number=updates)
+        prefix = os.path.join(self.manager.directory, f"ckpt-{updates}")
+        try:
+            with named(prefix, (tf.errors.OpError,)):  # a full disk: one line naming it
+                if pool_state is not None:  # written first: a named checkpoint has it
+                    _write_npz(self._workers_file(prefix), pool_state)
+                path = self.manager.save(checkpoint_number=updates)
+        except OSError:
+            self._remove_unnamed(prefix)
+            raise
         self.saved_at = updates
         self._remove_orphan_worker_files()
         return path
+
+    def _remove_unnamed(self, prefix: str) -> None:
+        """What a failed save of `prefix` left (TF's `<prefix>_temp/`, a torn .index or
+        .data, the workers' file): the state file still names the previous checkpoint."""
+        if prefix in self.manager.checkpoints:  # never one a restore may read
+            return
+        shutil.rmtree(prefix + "_temp", ignore_errors=True)
+        for f in Path(prefix).parent.glob(Path(prefix).name + ".*"):
+            f.unlink(missing_ok=True)
 
     @staticmethod
     def _workers_file(checkpoint_path: str) -> Path:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from distributed_ac.config.schema import Config, dump_yaml, load_yaml
 from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
+from distributed_ac.run.files import named
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size",
@@ -92,7 +93,8 @@ class RunDir:
     def write_best(self, record: dict) -> None:
         """Write best.json atomically (a crash leaves the old record or the new one)."""
         tmp = self.best_record.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        with named(tmp):
+            tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
         os.replace(tmp, self.best_record)
 
     def has_checkpoint(self) -> bool:
@@ -103,7 +105,12 @@ class RunDir:
     def write_config(self, cfg: Config) -> None:
         """Write config.yaml atomically (a crash leaves the old file or the new one)."""
         tmp = self.config.with_suffix(".yaml.tmp")
-        dump_yaml(cfg, tmp)
+        try:
+            with named(self.config):
+                dump_yaml(cfg, tmp)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, self.config)
 
 
@@ -208,8 +215,9 @@ def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False,
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     try:
         run.write_config(cfg)
-    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
-        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
+    except OSError as e:  # e.g. /proc, a read-only mount os.access did not see, a full disk
+        raise RunDirError(f"cannot create run directory {run.path}: cannot write "
+                          f"{e.filename}: {e.strerror}") from None
     return run
 
 

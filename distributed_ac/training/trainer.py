@@ -38,6 +38,7 @@ from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
 from distributed_ac.run import rundir
+from distributed_ac.run.files import named
 from distributed_ac.run.metrics import (
     LEARNER_KEYS,
     ConsoleProgress,
@@ -195,12 +196,13 @@ class Trainer:
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {counts.env_steps:,d} env steps" if resume else ""))
         spans = self.learner.plan(self.plan)
-        self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
-                        learner_device=self.learner.device,
-                        learner_threads=self.learner.threads or "TensorFlow's default",
-                        learner_inter_op_threads=(self.learner.inter_op_threads
-                                                  or "TensorFlow's default"),
-                        bootstrap_values=self.learner.objective.bootstrap_values_from)
+        with named(run.plan):  # a full disk: one line naming the file
+            self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
+                            learner_device=self.learner.device,
+                            learner_threads=self.learner.threads or "TensorFlow's default",
+                            learner_inter_op_threads=(self.learner.inter_op_threads
+                                                      or "TensorFlow's default"),
+                            bootstrap_values=self.learner.objective.bootstrap_values_from)
         self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
                            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
                            f"and {spans['critic']:,d} optimizer steps")
@@ -402,10 +404,12 @@ class Trainer:
 
     def __exit__(self, *exc) -> None:
         # On an error too; no checkpoint then: the state that raised may be the bad one.
-        if self.evals is not None:
-            self.evals.close()
-        self.metrics.close()
-        self.progress.close()
+        try:
+            if self.evals is not None:
+                self.evals.close()
+            self.metrics.close()
+        finally:
+            self.progress.close()
 
     def solved(self) -> bool:
         stats, target = self.state.stats, self.cfg.stop_at_return

@@ -20,13 +20,11 @@ checkpoints in run/checkpoint.py.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
@@ -51,6 +49,7 @@ from distributed_ac.training.selfplay import SnapshotPool
 from distributed_ac.training.signals import StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState
+from distributed_ac.training.steps import Flight, steps_for
 
 log = logging.getLogger(__name__)
 
@@ -128,33 +127,6 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
     return trainer
 
 
-def _plain(d: dict) -> dict:
-    """A dataclass's dict with tuples as lists (YAML-safe)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-class _Flight(NamedTuple):
-    batch: Batch
-    step: Future  # learner.step(batch): its metrics
-    version: int  # the policy version the step makes
-
-
-class _Here:
-    """An executor that runs what it is given at once, in this thread: the loop without
-    the learner thread (an error in the step is raised where it is submitted)."""
-
-    def submit(self, fn, *args) -> Future:
-        done: Future = Future()
-        done.set_result(fn(*args))
-        return done
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
 class Trainer:
     """One session of a run: the loop over pool and learner, and what records it."""
 
@@ -197,21 +169,9 @@ class Trainer:
             f", resumed from {self.resumed_from} at {counts.env_steps:,d} env steps" if resume else ""))
         spans = self.learner.plan(self.plan)
         with named(run.plan):  # a full disk: one line naming the file
-            self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
-                            learner_device=self.learner.device,
-                            learner_threads=self.learner.threads or "TensorFlow's default",
-                            learner_inter_op_threads=(self.learner.inter_op_threads
-                                                      or "TensorFlow's default"),
-                            bootstrap_values=self.learner.objective.bootstrap_values_from)
-        self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
-                           f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
-                           f"and {spans['critic']:,d} optimizer steps")
-        threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
-        if self.learner.threads and self.learner.inter_op_threads > self.learner.threads:
-            threads = f" ({self.learner.threads} TF thread(s) an op, " \
-                      f"{self.learner.inter_op_threads} side by side)"
-        self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
-                           f"{self.plan.describe(cfg.mode)}")
+            self.plan.write(run.plan, **summary.resolved(self.learner))
+        for line in summary.start_lines(cfg, self.learner, self.plan, spans, pool.learner_node()):
+            self.progress.note(line)
 
     def loop(self, stop: StopSignals) -> None:
         """Updates until the budget, the target return or a stop signal. With the learner
@@ -229,8 +189,8 @@ class Trainer:
         rounds = not sync and self.per_update == self.num_workers
         hold = sync or rounds  # workers get new weights only once the update is made
         ref = self._submit_all(self._publish())
-        flight: _Flight | None = None  # the step under way on the learner thread
-        steps = ThreadPoolExecutor(1, thread_name_prefix="learner") if self.overlap else _Here()
+        flight: Flight | None = None  # the step under way on the learner thread
+        steps = steps_for(self.overlap)
         with steps:
             try:
                 while (counts.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
@@ -250,7 +210,7 @@ class Trainer:
                         for worker in pool.idle():  # held while the step ran
                             pool.submit(worker, ref)
                     if batch is not None:
-                        flight = _Flight(batch, steps.submit(learner.step, batch),
+                        flight = Flight(batch, steps.submit(learner.step, batch),
                                          learner.policy_version + 1)
                         if not self.overlap:  # made already: land it before the next wait
                             done, flight = flight, None

@@ -85,8 +85,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
         rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
         check_device(cfg.device)
-        if address:
-            check_address(address)  # seconds, where Ray would retry a silent address for minutes
+        if address:  # seconds, where Ray would retry a silent address for minutes
+            address = check_address(address)  # auto: the cluster `ray start` started, or none
         if note:
             print(note, file=sys.stderr, flush=True)
         if space.dropped:

@@ -180,25 +180,16 @@ def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
     assert not changed, f"{case}: the run directory changed: {changed}"
 
 
-# `dac train` in a process that finds no Ray on this machine, whatever runs here: `auto`
-# looks at RAY_ADDRESS, then at the address file of the last `ray start` (under RAY_TMPDIR,
-# else TMPDIR, else /tmp), then at every raylet process on the machine (a psutil scan that
-# asks ray._private.services._is_raylet_process of each; the child's answer is no). A
-# benchmark's or another test's Ray would otherwise be joined, and trained on.
-NO_RAY_HERE = ("import sys; from ray._private import services; "
-               "services._is_raylet_process = lambda cmdline: False; "
-               "from distributed_ac.commands.main import main; sys.exit(main(sys.argv[1:]))")
-
-
 @pytest.mark.parametrize("ray_address, needle", [
-    (None, "Could not find any running Ray instance"),
-    ("http://127.0.0.1:8265", "It looks like you set RAY_ADDRESS to an HTTP address"),
+    (None, "--address auto: no Ray cluster was started on this machine (no address in "),
+    ("http://127.0.0.1:8265", "--address auto (RAY_ADDRESS: http://127.0.0.1:8265): give the "
+                              "cluster's HOST:PORT"),
 ])
 def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact(
         ray_address, needle, tmp_path, good_run):
-    """`auto` is resolved by ray.init itself (from RAY_ADDRESS, else a cluster started on
-    this machine), so it fails only after TensorFlow and Ray have loaded; the run
-    directory is written only after that, so nothing is lost."""
+    """`auto` is the cluster RAY_ADDRESS names, else the one `ray start` recorded in its
+    address file (under RAY_TMPDIR, else TMPDIR, else /tmp); neither is there, so it is
+    refused before TensorFlow or Ray loads, and the run it would replace stays intact."""
     run = copy_run(good_run, tmp_path / "run")
     before = snapshot(run)
     empty = tmp_path / "tmp"  # holds no ray/ray_current_cluster
@@ -206,13 +197,44 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     env = environ_without("RAY_ADDRESS", TMPDIR=str(empty), RAY_TMPDIR=str(empty))
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
-    out = python("-c", NO_RAY_HERE, "train", "--address", "auto", "--run-dir", str(run),
+    out = python("-c", MAIN_THEN_IMPORTS, "train", "--address", "auto", "--run-dir", str(run),
                  "--overwrite", env=env, timeout=300)
-    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("dac: error: --address auto: ") and needle in last, last
+    assert last.startswith("dac: error: --address auto") and needle in last, last
     assert snapshot(run) == before
+
+
+# Another job's Ray on this machine: started by ray.init, so it wrote no address file.
+OTHER_JOBS_RAY = ("import sys, ray; ray.init(num_cpus=1, include_dashboard=False); "
+                  "print('up', flush=True); sys.stdin.read()")
+
+
+def test_address_auto_never_joins_another_job_s_local_ray(tmp_path):
+    """Ray's own `auto` scans the machine's processes for any running Ray: beside another
+    job's local Ray it joined that job's cluster, or retried its GCS for 590 s."""
+    import subprocess
+    import sys
+    import time
+
+    empty = tmp_path / "tmp"
+    empty.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", OTHER_JOBS_RAY], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=environ_without("RAY_ADDRESS"))
+    try:
+        assert other.stdout.readline().strip() == "up"
+        env = environ_without("RAY_ADDRESS", TMPDIR=str(empty), RAY_TMPDIR=str(empty))
+        start = time.monotonic()
+        out = python("-c", MAIN_THEN_IMPORTS, "train", "--address", "auto", "--total-env-steps",
+                     "1024", "--run-dir", str(tmp_path / "run"), env=env, timeout=120)
+        assert time.monotonic() - start < 60
+    finally:
+        other.communicate("", timeout=60)
+    assert out.stdout.split()[-3:] == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "dac: error: --address auto: no Ray cluster was started on this machine"), out.stderr
+    assert not (tmp_path / "run").exists()
 
 
 # `dac ARGV`, then its exit code and whether TensorFlow and Ray were imported

@@ -10,6 +10,7 @@ with one line saying what is wrong.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -223,6 +224,10 @@ def _check_types(cfg: Config) -> None:
             raise ConfigError(
                 f"config field '{f.name}' must be {_describe(hints[f.name])}, got {value!r}"
             )
+        # inf and nan pass every range rule written as a comparison the wrong way round
+        # (lr > 0), and YAML spells them .inf and .nan
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"config field '{f.name}' must be a finite number, got {value!r}")
 
 
 def _matches(value, tp) -> bool:

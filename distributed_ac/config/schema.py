@@ -399,6 +399,11 @@ def _coerce(value, tp):
 
 def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
     """Read a Config from YAML with safe loading (no code runs); errors are ConfigError."""
+    return from_dict(read_mapping(path), base)
+
+
+def read_mapping(path: str | os.PathLike) -> dict:
+    """A YAML file's mapping of field: value, read with safe loading; errors are ConfigError."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -417,7 +422,7 @@ def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping of field: value")
-    return from_dict(data, base)
+    return data
 
 
 def to_dict(cfg: Config) -> dict:
@@ -425,5 +430,7 @@ def to_dict(cfg: Config) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def dump_yaml(cfg: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+def dump_yaml(cfg: Config, path: str | os.PathLike, header: str = "") -> None:
+    """Write `cfg` as YAML, after `header` (comment lines) if given."""
+    Path(path).write_text(header + yaml.safe_dump(to_dict(cfg), sort_keys=False),
+                          encoding="utf-8")

@@ -27,7 +27,7 @@ import shutil
 import time
 from pathlib import Path
 
-from distributed_ac.config.schema import Config, dump_yaml, load_yaml
+from distributed_ac.config.schema import FIELD_NAMES, Config, dump_yaml, from_dict, read_mapping
 from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
 from distributed_ac.run.files import named
 
@@ -107,7 +107,7 @@ class RunDir:
         tmp = self.config.with_suffix(".yaml.tmp")
         try:
             with named(self.config):
-                dump_yaml(cfg, tmp)
+                dump_yaml(cfg, tmp, header=CONFIG_HEADER.format(len(FIELD_NAMES)))
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
@@ -246,10 +246,24 @@ def open_trained(path: str | os.PathLike, best: bool = False) -> RunDir:
     return run
 
 
+# config.yaml's first line: how many fields the run was started with, so that a file
+# that lost lines is refused rather than resumed (or evaluated) on defaults. A file
+# without it (written before it existed) is read as it is.
+CONFIG_HEADER = "# distributed_ac run config of {} fields (resume, evaluate and export need every one)\n"
+_HEADER = re.compile(r"# distributed_ac run config of (\d+) fields")
+
+
 def saved_config(run: RunDir) -> Config:
     """The Config a run was trained with (safe YAML loading; errors are one line)."""
     try:
-        return load_yaml(run.config)
+        data = read_mapping(run.config)
+        header = _HEADER.match(run.config.read_text(encoding="utf-8"))
+        if header and len(set(data) & set(FIELD_NAMES)) < int(header.group(1)):
+            missing = sorted(set(FIELD_NAMES) - set(data))
+            raise ConfigError(f"{run.config} lacks field(s) the run was started with: "
+                              f"{', '.join(missing)}; put them back (their values are not "
+                              "the defaults' by necessity), or start a new run")
+        return from_dict(data)
     except ConfigError as e:
         raise RunDirError(f"{run.path}: {e}") from None
 

@@ -83,6 +83,14 @@ CASES = {
                                                       write_yaml(t, "critic_lr: .nan\n"),
                                                       "--total-env-steps", "1024"],
                                         "'critic_lr' must be a finite number, got nan"),
+    # resumed silently on the defaults of the lines deleted
+    "run config with deleted lines": (lambda t, r: (delete_lines(r / "config.yaml", "gamma:",
+                                                                 "seed:"),
+                                                    ["train", "--resume", str(r)])[1],
+                                      "lacks field(s) the run was started with: gamma, seed"),
+    "evaluating a run config with deleted lines": (
+        lambda t, r: (delete_lines(r / "config.yaml", "env:"), ["evaluate", str(r)])[1],
+        "lacks field(s) the run was started with: env"),
     "negative seed": (lambda t, r: ["train", "--seed", "-1"], "seed must be in [0, 2**31)"),
     "missing yaml file": (lambda t, r: ["train", "--config", str(t / "nope.yaml")],
                           "cannot read config file"),
@@ -148,6 +156,12 @@ CASES = {
     "bench compare with a missing file": (lambda t, r: ["bench", "--compare", str(t / "a.jsonl"),
                                                         str(t / "b.jsonl")], "no such file"),
 }
+
+
+def delete_lines(path: Path, *starts: str) -> None:
+    """Delete the lines of `path` that start with any of `starts`."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ln for ln in lines if not ln.startswith(starts)))
 
 
 def latin1_yaml(directory: Path, name: str = "cfg.yaml") -> str:

@@ -98,9 +98,7 @@ class RunDir:
         os.replace(tmp, self.best_record)
 
     def has_checkpoint(self) -> bool:
-        # TF's state file is written last and atomically: it exists only once a
-        # checkpoint is complete.
-        return (self.checkpoints / "checkpoint").is_file()
+        return bool(listed_checkpoints(self.checkpoints))
 
     def write_config(self, cfg: Config) -> None:
         """Write config.yaml atomically (a crash leaves the old file or the new one)."""
@@ -158,6 +156,34 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# TF's `checkpoint` state file: text protobuf, one `field: value` a line.
+_STATE_LINE = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths): "([^"\n]+)"$'
+                         r"|^(all_model_checkpoint_timestamps|last_preserved_timestamp): [0-9.e+-]+$")
+
+
+def listed_checkpoints(directory: Path, name: str = "ckpt") -> list[str]:
+    """The checkpoint prefixes in `directory`, oldest first: those TF's state file names
+    (it is written last and atomically, so it names only complete ones), or, where that
+    file is missing or garbled, every <name>-N with an .index, in the order of N (a
+    restore still reads each before it trusts it)."""
+    try:
+        lines = (directory / "checkpoint").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    matches = [_STATE_LINE.match(ln) for ln in lines if ln.strip()]
+    if matches and all(matches):
+        newest = [m.group(2) for m in matches if m.group(1) == "model_checkpoint_path"]
+        named = [m.group(2) for m in matches if m.group(1) == "all_model_checkpoint_paths"]
+        named = [p for p in named if p not in newest] + newest  # newest last, as TF keeps it
+        if newest:
+            return [str(directory / p) for p in named]
+    numbered = re.compile(rf"{re.escape(name)}-(\d+)\.index$")
+    found = [(int(m.group(1)), str(directory / f.name[:-len(".index")]))
+             for f in (directory.iterdir() if directory.is_dir() else ())
+             if (m := numbered.match(f.name))]
+    return [path for _, path in sorted(found)]
 
 
 def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
@@ -240,7 +266,7 @@ def open_trained(path: str | os.PathLike, best: bool = False) -> RunDir:
     """A run to read a trained policy from: its newest checkpoint, or with `best` the
     best evaluation's (best/), which only runs trained with eval_every keep."""
     run = open_run(path, need_checkpoint=not best)
-    if best and not (run.best / "checkpoint").is_file():
+    if best and not listed_checkpoints(run.best, "best"):
         raise RunDirError(f"no checkpoint in {run.best} (a run keeps one only when trained "
                           "with --eval-every)")
     return run
@@ -300,13 +326,12 @@ TABLE_MAGIC = bytes.fromhex("57fb808b247547db")  # ends every complete .index ta
 
 def check_layout(run: RunDir) -> None:
     """CheckpointError when the newest checkpoint was written by 0.1 (no layout marker)."""
-    state = run.checkpoints / "checkpoint"
-    match = re.search(r'^model_checkpoint_path: "(.+)"$', state.read_text(), re.M)
-    index = run.checkpoints / f"{match.group(1)}.index" if match else None
-    table = index.read_bytes() if index is not None and index.is_file() else b""
+    newest = Path(listed_checkpoints(run.checkpoints)[-1])
+    index = newest.with_name(newest.name + ".index")
+    table = index.read_bytes() if index.is_file() else b""
     # a torn file is not judged here: the restore reports it as unreadable
     if table.endswith(TABLE_MAGIC) and LAYOUT_MARKER not in table:
-        raise CheckpointError(f"{run.checkpoints / match.group(1)} was written by "
+        raise CheckpointError(f"{newest} was written by "
                               "distributed_ac 0.1, whose weights layout this version cannot "
                               "read; start a new run (or evaluate it with 0.1)")
 
@@ -327,8 +352,7 @@ def readable_checkpoint(run: RunDir) -> str:
     none. Imports TensorFlow: call it only where TensorFlow is loaded anyway."""
     import tensorflow as tf
 
-    state = tf.train.get_checkpoint_state(str(run.checkpoints))
-    for path in reversed(list(state.all_model_checkpoint_paths) if state else []):
+    for path in reversed(listed_checkpoints(run.checkpoints)):
         try:
             reader = tf.train.load_checkpoint(path)
             for name in reader.get_variable_to_shape_map():

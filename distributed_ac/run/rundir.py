@@ -44,7 +44,6 @@ STATE_FIELDS = NETWORK_FIELDS + ("normalize_obs", "normalize_reward", "policy_lo
                                  "text_obs", "policy_mapping", "self_play")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RunDir:
     path: Path

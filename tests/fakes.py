@@ -65,6 +65,30 @@ class NaNOnce(Countdown):
         return obs, r, te, tr, info
 
 
+class StaysNaN(Countdown):
+    """From step 2 of its first episode on, every observation is NaN, after resets too:
+    an env broken for good."""
+
+    broken = False
+
+    def step(self, action):
+        obs, r, te, tr, info = super().step(action)
+        self.broken = self.broken or self.t >= 2
+        return (np.array([np.nan]) if self.broken else obs), r, te, tr, info
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return (np.array([np.nan]) if self.broken else obs), info
+
+
+class WrongShapeReset(Countdown):
+    """Declares observations of shape (1,) but resets to shape (3,)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3), {}
+
+
 class ThousandSteps(Countdown):
     """Episodes of exactly 1000 steps (terminated), for checks that no episode is cut."""
 

@@ -15,7 +15,7 @@ from distributed_ac.acting.opponents import OpponentPool
 from distributed_ac.acting.policies import policy_for
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights, episode_end
-from distributed_ac.core.errors import EnvStepError, NonFiniteError
+from distributed_ac.core.errors import EnvError, EnvStepError, NonFiniteError
 from distributed_ac.core.normalization import moments
 from distributed_ac.core.obs import concat, stack, tree_map
 from distributed_ac.core.rng import draw_rows, sub_env_streams
@@ -139,8 +139,14 @@ class RolloutWorker:
         """Reset every sub-env, and start its sampling stream, from `seed` and the
         sub-env's index in the run (core/rng.py: the same draws at any worker count)."""
         env_seeds, self.streams = sub_env_streams(seed, self.first_env, self.num_envs)
-        obs, info = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
-        self._obs = self._as_obs(obs)
+        try:
+            obs, info = self.envs.reset(seed=reset_seeds(self.envs, env_seeds))
+            self._obs = self._as_obs(obs)
+        except ValueError as e:  # bad input (one line), not a crash Ray would retry
+            why = (str(e).strip() or type(e).__name__).splitlines()[0]
+            raise EnvError(f"reset() of env '{self.cfg.env}' failed in worker {self.worker_id} "
+                           f"({type(e).__name__}: {why}); does it return observations of its "
+                           f"observation_space, {self.envs.single_observation_space}?") from None
         self._after_done = np.zeros(self.num_envs, bool)  # next step is a reset step
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         # multi-agent rows: whose agent is alive in this obs (acts next); None otherwise

@@ -48,9 +48,10 @@ class Trained:
         return weights_of(self.nets)
 
 
-def load_trained(run_dir: str | Path, best: bool = False):
-    """(Config, EnvSpace, Trained, checkpoint path): the newest checkpoint's networks, or
-    with `best` the best evaluation's (best/), on the CPU."""
+def load_trained(run_dir: str | Path, best: bool = False, checkpoint: int | None = None):
+    """(Config, EnvSpace, Trained, checkpoint path): the newest readable checkpoint's
+    networks (ckpt-`checkpoint`'s, if given), or with `best` the best evaluation's (best/),
+    on the CPU."""
     run = open_trained(run_dir, best)  # a bad path: before TensorFlow loads
     tf = load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.learning.policy_set import network_objects, networks_for
@@ -62,7 +63,7 @@ def load_trained(run_dir: str | Path, best: bool = False):
     space = space_for(cfg)
     with tf.device("/CPU:0"):
         nets = networks_for(cfg, space, ModelSpec.of(cfg, space), cfg.seed)
-    path = restore_networks(run, network_objects(nets), best=best)
+    path = restore_networks(run, network_objects(nets), best=best, number=checkpoint)
     return cfg, space, Trained(nets), path
 
 
@@ -101,14 +102,14 @@ def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool
 
 def evaluate(run_dir: str | Path, episodes: int = 100, deterministic: bool = False,
              video: Path | None = None, seed: int | None = None, best: bool = False,
-             opponent: str | None = None) -> dict:
+             opponent: str | None = None, checkpoint: int | None = None) -> dict:
     """Evaluate the newest checkpoint of a run (with `best`: the best evaluation's during
     training); return the summary `dac evaluate` prints, with each episode's return in
     order (episode i ran on seed `seed` + i). A self-play run's games are played against
     `opponent` (default its eval_opponent), and the summary has their win rates."""
     if episodes < 1:
         raise UsageError("--episodes must be >= 1")
-    cfg, space, nets, path = load_trained(run_dir, best)  # checks the path, then loads TF
+    cfg, space, nets, path = load_trained(run_dir, best, checkpoint)  # checks the path, then TF
     if opponent is not None:
         if not cfg.self_play:
             raise UsageError("--opponent: this run did not train by self-play")

@@ -207,7 +207,7 @@ def _batch_form(obs, space: EnvSpace):
 
 
 def export(run_dir: str | Path, out: str | Path, best: bool = False,
-           policy: str | None = None) -> dict:
+           policy: str | None = None, checkpoint: int | None = None) -> dict:
     """Write the newest checkpoint's policy and value function (with `best`: the best
     evaluation's during training) as a SavedModel at `out`; with separate policies, the
     one named `policy`."""
@@ -218,7 +218,7 @@ def export(run_dir: str | Path, out: str | Path, best: bool = False,
                                               and not (out / "saved_model.pb").exists())):
         raise UsageError(f"--out {out} exists and holds something other than a SavedModel; "
                           "choose an empty or new directory")
-    cfg, space, learner, path = load_trained(run_dir, best)
+    cfg, space, learner, path = load_trained(run_dir, best, checkpoint)
     module = PolicyModule(_chosen(learner.nets, policy), space, category_grid(cfg))
     tf.saved_model.save(module, str(out), signatures=_signatures(module))
     return {"checkpoint": path, "saved_model": str(out), "env": cfg.env,

@@ -58,20 +58,32 @@ class EvaluateArgs:
     """Evaluate the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
     opponent: Optional[Literal["random", "greedy"]] = None
     """A self-play run: the fixed player its games are played against (default: the run's eval_opponent)."""
+    checkpoint: Optional[int] = None
+    """Evaluate ckpt-N of checkpoints/ (N: its update count; see the folder) instead of the newest readable one."""
 
 
 def cmd_evaluate(argv: list[str]) -> int:
     args = parse_flags(EvaluateArgs, argv, prog="dac evaluate",
                        description="Run a trained policy on fresh seeds; print its returns.")
+    check_checkpoint_choice(args)
     open_trained(args.run_dir, args.best)  # a bad path: before TensorFlow loads
     from distributed_ac.commands.evaluate import evaluate
 
     result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,
-                      args.best, args.opponent)
+                      args.best, args.opponent, args.checkpoint)
     print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
           f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
     print(json.dumps(result), flush=True)
     return 0
+
+
+def check_checkpoint_choice(args) -> None:
+    """--checkpoint N names one of checkpoints/, which --best does not read."""
+    if args.checkpoint is not None and args.best:
+        raise UsageError("--checkpoint picks one of the run's checkpoints/, --best its best/: "
+                         "give one of them")
+    if args.checkpoint is not None and args.checkpoint < 0:
+        raise UsageError("--checkpoint must be >= 0 (the N of a ckpt-N in checkpoints/)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +96,14 @@ class ExportArgs:
     """Export the run's best checkpoint (best/, kept by dac train --eval-every) instead of its newest."""
     policy: Optional[str] = None
     """A run with separate policies (policy_mapping): the policy to export; needed there, refused elsewhere."""
+    checkpoint: Optional[int] = None
+    """Export ckpt-N of checkpoints/ (N: its update count; see the folder) instead of the newest readable one."""
 
 
 def cmd_export(argv: list[str]) -> int:
     args = parse_flags(ExportArgs, argv, prog="dac export",
                        description="Write a trained policy as a standalone TensorFlow SavedModel.")
+    check_checkpoint_choice(args)
     open_trained(args.run_dir, args.best)  # a bad path is reported before TensorFlow loads
     check_writable(args.out / "saved_model.pb", "--out")
     from distributed_ac.learning.tf_runtime import load_tensorflow
@@ -96,7 +111,8 @@ def cmd_export(argv: list[str]) -> int:
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.commands.export import export
 
-    print(json.dumps(export(args.run_dir, args.out, args.best, args.policy)), flush=True)
+    print(json.dumps(export(args.run_dir, args.out, args.best, args.policy, args.checkpoint)),
+          flush=True)
     return 0
 
 

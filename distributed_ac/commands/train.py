@@ -25,7 +25,7 @@ class TrainArgs:
     config: Optional[Path] = None
     """YAML file of config fields; command-line flags override it."""
     address: Optional[str] = None
-    """Ray cluster to join (e.g. 'auto' inside a cluster job); default: start an embedded local Ray on this machine."""
+    """Ray cluster to join: HOST:PORT, ray://HOST:PORT, or 'auto' (the cluster RAY_ADDRESS names, else the one `ray start` started on this machine; never another job's Ray); default: start an embedded local Ray on this machine."""
     dashboard: tyro.conf.FlagCreatePairsOff[bool] = False
     """Start Ray's dashboard (local mode; bound to 127.0.0.1)."""
     run_dir: Optional[Path] = None

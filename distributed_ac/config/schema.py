@@ -10,6 +10,7 @@ with one line saying what is wrong.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -95,6 +96,8 @@ class Config:
     """Consecutive collect() failures of one worker (env exceptions) before the run stops."""
     on_nonfinite: Literal["stop", "drop"] = "stop"
     """A NaN/Inf observation or reward: stop the run naming env and step, or drop the batch and count it."""
+    max_nonfinite_batches: int = 100
+    """on_nonfinite drop: a worker's non-finite batches dropped in a row before the run stops as on_nonfinite stop does, naming the env (an env that stays NaN would otherwise be dropped from forever; one finite batch starts the count again)."""
     max_nonfinite_updates: int = 5
     """Consecutive learner updates skipped for a non-finite loss or gradient before the run stops."""
     device: Literal["auto", "cpu", "gpu"] = "auto"
@@ -223,6 +226,10 @@ def _check_types(cfg: Config) -> None:
             raise ConfigError(
                 f"config field '{f.name}' must be {_describe(hints[f.name])}, got {value!r}"
             )
+        # inf and nan pass every range rule written as a comparison the wrong way round
+        # (lr > 0), and YAML spells them .inf and .nan
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"config field '{f.name}' must be a finite number, got {value!r}")
 
 
 def _matches(value, tp) -> bool:
@@ -267,6 +274,8 @@ def _check_ranges(c: Config) -> None:
 def _range_rules(c: Config) -> list[tuple[bool, str]]:
     """(holds, the error if not) for each range rule, in the order they are checked."""
     return [
+        # env seeds are drawn from it by NumPy (no negatives); evaluation's start at 2**31 + seed
+        (0 <= c.seed < 2**31, "seed must be in [0, 2**31)"),
         (c.num_workers >= 0, "num_workers must be >= 0 (0 = auto)"),
         (c.num_envs >= 1, "num_envs must be >= 1"),
         (c.opponent_pool_size >= 1, "opponent_pool_size must be >= 1"),
@@ -300,8 +309,8 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
          "update_epochs and minibatch_size must be >= 1"),
         (c.recurrent_minibatch_size >= 0, "recurrent_minibatch_size must be >= 0 (0 = minibatch_size)"),
         (c.max_worker_restarts >= 0, "max_worker_restarts must be >= 0"),
-        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1,
-         "max_env_failures and max_nonfinite_updates must be >= 1"),
+        (c.max_env_failures >= 1 and c.max_nonfinite_updates >= 1 and c.max_nonfinite_batches >= 1,
+         "max_env_failures, max_nonfinite_updates and max_nonfinite_batches must be >= 1"),
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
         (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
                                "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),
@@ -392,11 +401,19 @@ def _coerce(value, tp):
 
 def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
     """Read a Config from YAML with safe loading (no code runs); errors are ConfigError."""
+    return from_dict(read_mapping(path), base)
+
+
+def read_mapping(path: str | os.PathLike) -> dict:
+    """A YAML file's mapping of field: value, read with safe loading; errors are ConfigError."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:  # YAML is UTF-8; a Latin-1 editor's file is not
+        raise ConfigError(f"config file {p} is not UTF-8 text (byte 0x{e.object[e.start]:02x} "
+                          f"at offset {e.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -407,7 +424,7 @@ def load_yaml(path: str | os.PathLike, base: Config | None = None) -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping of field: value")
-    return from_dict(data, base)
+    return data
 
 
 def to_dict(cfg: Config) -> dict:
@@ -415,5 +432,7 @@ def to_dict(cfg: Config) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def dump_yaml(cfg: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+def dump_yaml(cfg: Config, path: str | os.PathLike, header: str = "") -> None:
+    """Write `cfg` as YAML, after `header` (comment lines) if given."""
+    Path(path).write_text(header + yaml.safe_dump(to_dict(cfg), sort_keys=False),
+                          encoding="utf-8")

@@ -271,7 +271,9 @@ def resolved(cfg):
 
 
 def reading_lines(cfg) -> list[str]:
-    """The start-up lines for a Config whose reading is settled (a resumed run's)."""
+    """The start-up lines for how a resumed run's Config reads its image (a run from
+    before the reading was settled, frame_size 0 and categorical_obs null, reads it as
+    it always did: frames at the env's size, pixels)."""
     if cfg.self_play or atari.is_ale(cfg.env) or parallel_maker_of(cfg.env):
         return []
     probe = _probe_image(cfg)

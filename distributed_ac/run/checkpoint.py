@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -32,7 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from distributed_ac.core.errors import CheckpointError
-from distributed_ac.run.rundir import RunDir
+from distributed_ac.run.files import named
+from distributed_ac.run.rundir import RunDir, listed_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +88,14 @@ class Checkpointer:
         self.learner, self.state, self.pool = learner, state, pool
         self.ckpt = tf.train.Checkpoint(**learner.checkpoint_objects(),
                                         train_state=state.checkpoint_object())
-        self.manager = tf.train.CheckpointManager(self.ckpt, str(run.checkpoints),
-                                                  max_to_keep=keep, checkpoint_name="ckpt")
+        self.run, self.keep = run, keep
+        self.manager = self._manager()
         self.saved_at: int | None = None  # updates of the newest checkpoint written or read
+
+    def _manager(self) -> tf.train.CheckpointManager:
+        """TF's manager of checkpoints/ (it reads the state file as it is now)."""
+        return tf.train.CheckpointManager(self.ckpt, str(self.run.checkpoints),
+                                          max_to_keep=self.keep, checkpoint_name="ckpt")
 
     @property
     def latest(self) -> str | None:
@@ -102,13 +109,27 @@ class Checkpointer:
         self.learner.before_save()
         self.state.before_save()
         pool_state = self.pool.save_state() if self.pool is not None else None
-        if pool_state is not None:  # written first: a named checkpoint has it
-            _write_npz(self._workers_file(os.path.join(self.manager.directory, f"ckpt-{updates}")),
-                       pool_state)
-        path = self.manager.save(checkpoint_number=updates)
+        prefix = os.path.join(self.manager.directory, f"ckpt-{updates}")
+        try:
+            with named(prefix, (tf.errors.OpError,)):  # a full disk: one line naming it
+                if pool_state is not None:  # written first: a named checkpoint has it
+                    _write_npz(self._workers_file(prefix), pool_state)
+                path = self.manager.save(checkpoint_number=updates)
+        except OSError:
+            self._remove_unnamed(prefix)
+            raise
         self.saved_at = updates
         self._remove_orphan_worker_files()
         return path
+
+    def _remove_unnamed(self, prefix: str) -> None:
+        """What a failed save of `prefix` left (TF's `<prefix>_temp/`, a torn .index or
+        .data, the workers' file): the state file still names the previous checkpoint."""
+        if prefix in self.manager.checkpoints:  # never one a restore may read
+            return
+        shutil.rmtree(prefix + "_temp", ignore_errors=True)
+        for f in Path(prefix).parent.glob(Path(prefix).name + ".*"):
+            f.unlink(missing_ok=True)
 
     @staticmethod
     def _workers_file(checkpoint_path: str) -> Path:
@@ -135,20 +156,38 @@ class Checkpointer:
 
     def restore(self) -> str:
         """Load the newest readable checkpoint into the learner, the run state and the pool."""
-        for path in reversed(self.manager.checkpoints):
+        why = ""
+        listed = listed_checkpoints(self.run.checkpoints)  # the state file's, or a scan's
+        for path in reversed(listed):
             try:
                 self.ckpt.restore(path).assert_existing_objects_matched()
             except _UNREADABLE as e:
+                why = why or f" (the newest: {_first_line(e)})"
                 log.warning("checkpoint %s cannot be restored (%s); trying an older one",
                             path, _first_line(e))
                 continue
+            if listed != list(self.manager.checkpoints):  # the state file is garbled or gone
+                self._name_again(listed)
             self.learner.after_restore()
             self.state.after_restore()
             self.saved_at = self.state.counters.updates
             if self.pool is not None:
                 self.pool.resume(self._saved_pool_state(path), self.state.draw_seeds)
             return path
-        raise CheckpointError(f"no readable checkpoint in {self.manager.directory}")
+        raise CheckpointError(f"no readable checkpoint in {self.manager.directory}{why}")
+
+    def _name_again(self, listed: list[str]) -> None:
+        """Write TF's state file naming the checkpoints a scan found, once one of them
+        has restored: the manager then keeps and removes them (and their workers' files)
+        as it does those it wrote itself, instead of losing track of them."""
+        # with a time each, else the manager reads none of them back (it pairs the two lists)
+        times = [os.path.getmtime(p + ".index") for p in listed]
+        tf.compat.v1.train.update_checkpoint_state(
+            str(self.run.checkpoints), listed[-1], all_model_checkpoint_paths=listed,
+            all_model_checkpoint_timestamps=times, last_preserved_timestamp=min(times))
+        self.manager = self._manager()
+        log.warning("%s could not be read; found %d checkpoint(s) by their files and named "
+                    "them in it again", self.run.checkpoints / "checkpoint", len(listed))
 
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -160,20 +199,34 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     os.replace(tmp, path)
 
 
-def restore_networks(run: RunDir, objects: dict, best: bool = False) -> str:
+def restore_networks(run: RunDir, objects: dict, best: bool = False,
+                     number: int | None = None) -> str:
     """Load the networks' `objects` (networks.checkpoint_objects; nothing else) from a run's
-    newest checkpoint, or with `best` from its best evaluation's (best/)."""
-    where = run.best if best else run.checkpoints
-    path = tf.train.latest_checkpoint(str(where))
-    if path is None:
+    newest readable checkpoint (older ones stand in for one that cannot be read, as on
+    resume), or from ckpt-`number` only; with `best`, from its best evaluation's (best/)."""
+    where, name = (run.best, "best") if best else (run.checkpoints, "ckpt")
+    paths = listed_checkpoints(where, name)
+    if number is not None:
+        chosen = [p for p in paths if Path(p).name == f"{name}-{number}"]
+        if not chosen:
+            have = ", ".join(Path(p).name for p in paths) or "none"
+            raise CheckpointError(f"no checkpoint {name}-{number} in {where} (it holds: {have})")
+        paths = chosen
+    if not paths:
         raise CheckpointError(f"no checkpoint in {where}" + (
             " (a run keeps one only when trained with --eval-every)" if best else ""))
-    try:
-        tf.train.Checkpoint(**objects).restore(path).expect_partial() \
-            .assert_existing_objects_matched()
-    except _UNREADABLE as e:
-        raise CheckpointError(f"cannot load {path}: {_first_line(e)}") from None
-    return path
+    why = ""
+    for path in reversed(paths):
+        try:
+            tf.train.Checkpoint(**objects).restore(path).expect_partial() \
+                .assert_existing_objects_matched()
+        except _UNREADABLE as e:
+            why = why or _first_line(e)
+            log.warning("checkpoint %s cannot be read (%s); trying an older one", path, why)
+            continue
+        return path
+    raise CheckpointError(f"cannot load {paths[-1]}: {why}" if len(paths) == 1 else
+                          f"no readable checkpoint in {where} (the newest: {why})")
 
 
 def read_counters(path: str) -> dict:

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+
+from distributed_ac.run.files import named
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -215,13 +217,16 @@ class MetricsLog:
         from tensorflow.core.framework.summary_pb2 import SummaryMetadata
 
         self._tf = tf
+        self._paths = tensorboard_dir, jsonl_path
         # What tensorboard.summary.scalar writes, without needing the tensorboard package
         # to write it (only to view it): a float32 tensor tagged for the scalars plugin.
         self._scalar_meta = SummaryMetadata()
         self._scalar_meta.plugin_data.plugin_name = "scalars"
         if resume_at is not None:
-            keep_rows_up_to(jsonl_path, resume_at)
-        self._writer = tf.summary.create_file_writer(str(tensorboard_dir))
+            with named(jsonl_path):
+                keep_rows_up_to(jsonl_path, resume_at)
+        with named(tensorboard_dir, (tf.errors.OpError,)):
+            self._writer = tf.summary.create_file_writer(str(tensorboard_dir))
         self._jsonl = open(jsonl_path, "a", encoding="utf-8")
 
     def write(self, env_steps: int, updates: int, wall_s: float, scalars: dict,
@@ -229,20 +234,28 @@ class MetricsLog:
         """One row: `scalars` to TensorBoard and metrics.jsonl, `extra` to metrics.jsonl only."""
         row = {"env_steps": env_steps, "updates": updates, "wall_s": round(wall_s, 3),
                **{k: finite_or_none(v) for k, v in scalars.items()}, **(extra or {})}
-        with self._writer.as_default(step=env_steps):
-            for name in scalars:
-                value = row[name]
-                if value is not None:
-                    self._tf.summary.write(name, self._tf.constant(value, self._tf.float32),
-                                           metadata=self._scalar_meta)
-        self._writer.flush()
-        self._jsonl.write(json.dumps(row) + "\n")
-        self._jsonl.flush()
+        tensorboard, jsonl = self._paths
+        with named(tensorboard, (self._tf.errors.OpError,)):
+            with self._writer.as_default(step=env_steps):
+                for name in scalars:
+                    value = row[name]
+                    if value is not None:
+                        self._tf.summary.write(name, self._tf.constant(value, self._tf.float32),
+                                               metadata=self._scalar_meta)
+            self._writer.flush()
+        with named(jsonl):
+            self._jsonl.write(json.dumps(row) + "\n")
+            self._jsonl.flush()
         return row
 
     def close(self) -> None:
-        self._writer.close()
-        self._jsonl.close()
+        tensorboard, jsonl = self._paths
+        try:
+            with named(tensorboard, (self._tf.errors.OpError,)):
+                self._writer.close()
+        finally:
+            with named(jsonl):
+                self._jsonl.close()  # (a row a full disk refused is tried once more here)
 
 
 def read_rows(path: str | Path) -> list[dict]:

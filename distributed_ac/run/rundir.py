@@ -19,6 +19,7 @@ resume calls once TensorFlow is loaded anyway, imports TensorFlow.)
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import re
@@ -26,14 +27,21 @@ import shutil
 import time
 from pathlib import Path
 
-from distributed_ac.config.schema import Config, dump_yaml, load_yaml
+from distributed_ac.config.schema import FIELD_NAMES, Config, dump_yaml, from_dict, read_mapping
 from distributed_ac.core.errors import CheckpointError, ConfigError, RunDirError
+from distributed_ac.run.files import named
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size",
                   "observe_action_mask")  # the last sets the networks' input width
-
-
+# ... and these change what else it holds, or the networks' inputs: the observation and
+# return statistics, the minibatch shuffle's generator (policy_loss clip), the shape of
+# what the env's observations become, the set of policies. A checkpoint without them
+# would restore "successfully" and drop them (a restore matches the objects it is given,
+# not those it holds), or fail after the run directory was written.
+STATE_FIELDS = NETWORK_FIELDS + ("normalize_obs", "normalize_reward", "policy_loss",
+                                 "frame_size", "categorical_obs", "grayscale", "frame_stack",
+                                 "agent_id", "text_obs", "policy_mapping", "self_play")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,19 +92,97 @@ class RunDir:
     def write_best(self, record: dict) -> None:
         """Write best.json atomically (a crash leaves the old record or the new one)."""
         tmp = self.best_record.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        with named(tmp):
+            tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
         os.replace(tmp, self.best_record)
 
     def has_checkpoint(self) -> bool:
-        # TF's state file is written last and atomically: it exists only once a
-        # checkpoint is complete.
-        return (self.checkpoints / "checkpoint").is_file()
+        return bool(listed_checkpoints(self.checkpoints))
 
     def write_config(self, cfg: Config) -> None:
         """Write config.yaml atomically (a crash leaves the old file or the new one)."""
         tmp = self.config.with_suffix(".yaml.tmp")
-        dump_yaml(cfg, tmp)
+        try:
+            with named(self.config):
+                dump_yaml(cfg, tmp, header=CONFIG_HEADER.format(len(FIELD_NAMES)))
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, self.config)
+
+
+class RunLock:
+    """The one writer's hold on a run directory, for as long as its process runs.
+
+    An exclusive flock on the directory itself, not on a lock file: nothing joins the
+    run's layout, --overwrite (which removes the run's entries) cannot remove it, and no
+    file is left behind to go stale. The kernel drops the lock when the holder's process
+    dies, SIGKILL included, so a killed run's directory can be resumed at once. The
+    descriptor is not inherited by what the run starts (Python opens it close-on-exec),
+    so a Ray process outliving the driver does not keep the run locked.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, if the directory exists yet (new_run takes it once it has made
+        it); RunDirError if another process holds it."""
+        if self._fd is not None or not self.path.is_dir():
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # unreadable: the checks that follow refuse it, with its reason
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunDirError(f"{self.path} is in use by another dac train still running there; "
+                              "wait for it to end (or stop it), or choose another "
+                              "--run-dir") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# TF's `checkpoint` state file: text protobuf, one `field: value` a line.
+_STATE_LINE = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths): "([^"\n]+)"$'
+                         r"|^(all_model_checkpoint_timestamps|last_preserved_timestamp): [0-9.e+-]+$")
+
+
+def listed_checkpoints(directory: Path, name: str = "ckpt") -> list[str]:
+    """The checkpoint prefixes in `directory`, oldest first: those TF's state file names
+    (it is written last and atomically, so it names only complete ones), or, where that
+    file is missing or garbled, every <name>-N with an .index, in the order of N (a
+    restore still reads each before it trusts it)."""
+    try:
+        lines = (directory / "checkpoint").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    matches = [_STATE_LINE.match(ln) for ln in lines if ln.strip()]
+    if matches and all(matches):
+        newest = [m.group(2) for m in matches if m.group(1) == "model_checkpoint_path"]
+        named = [m.group(2) for m in matches if m.group(1) == "all_model_checkpoint_paths"]
+        named = [p for p in named if p not in newest] + newest  # newest last, as TF keeps it
+        if newest:
+            return [str(directory / p) for p in named]
+    numbered = re.compile(rf"{re.escape(name)}-(\d+)\.index$")
+    found = [(int(m.group(1)), str(directory / f.name[:-len(".index")]))
+             for f in (directory.iterdir() if directory.is_dir() else ())
+             if (m := numbered.match(f.name))]
+    return [path for _, path in sorted(found)]
 
 
 def default_path(env: str, root: str | os.PathLike = "runs") -> Path:
@@ -133,21 +219,30 @@ def unwritable_ancestor(path: Path) -> Path | None:
     return None if anc.is_dir() and os.access(anc, os.W_OK | os.X_OK) else anc
 
 
-def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False) -> RunDir:
+def new_run(path: str | os.PathLike, cfg: Config, overwrite: bool = False,
+            lock: RunLock | None = None) -> RunDir:
     """Create a run directory for a fresh run and write its config.
 
     An existing run there is refused unless `overwrite`, which removes only the run's
-    own entries (never anything else a user keeps in that directory).
+    own entries (never anything else a user keeps in that directory). `lock` (the run's
+    RunLock) is taken once the directory exists, before anything in it is removed.
     """
     run = check_new(path, overwrite)
+    try:
+        run.path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
+        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
+    if lock is not None:
+        lock.acquire()
+        check_new(path, overwrite)  # a run that started there meanwhile now holds it
     for p in run.entries():
         if p.exists():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     try:
-        run.path.mkdir(parents=True, exist_ok=True)
         run.write_config(cfg)
-    except OSError as e:  # e.g. /proc, or a read-only mount os.access did not see
-        raise RunDirError(f"cannot create run directory {run.path}: {e.strerror}") from None
+    except OSError as e:  # e.g. /proc, a read-only mount os.access did not see, a full disk
+        raise RunDirError(f"cannot create run directory {run.path}: cannot write "
+                          f"{e.filename}: {e.strerror}") from None
     return run
 
 
@@ -170,27 +265,48 @@ def open_trained(path: str | os.PathLike, best: bool = False) -> RunDir:
     """A run to read a trained policy from: its newest checkpoint, or with `best` the
     best evaluation's (best/), which only runs trained with eval_every keep."""
     run = open_run(path, need_checkpoint=not best)
-    if best and not (run.best / "checkpoint").is_file():
+    if best and not listed_checkpoints(run.best, "best"):
         raise RunDirError(f"no checkpoint in {run.best} (a run keeps one only when trained "
                           "with --eval-every)")
     return run
 
 
+# config.yaml's first line: how many fields the run was started with, so that a file
+# that lost lines is refused rather than resumed (or evaluated) on defaults. A file
+# without it (written before it existed) is read as it is.
+CONFIG_HEADER = "# distributed_ac run config of {} fields (resume, evaluate and export need every one)\n"
+_HEADER = re.compile(r"# distributed_ac run config of (\d+) fields")
+
+
 def saved_config(run: RunDir) -> Config:
     """The Config a run was trained with (safe YAML loading; errors are one line)."""
     try:
-        return load_yaml(run.config)
+        data = read_mapping(run.config)
+        header = _HEADER.match(run.config.read_text(encoding="utf-8"))
+        if header and len(set(data) & set(FIELD_NAMES)) < int(header.group(1)):
+            missing = sorted(set(FIELD_NAMES) - set(data))
+            raise ConfigError(f"{run.config} lacks field(s) the run was started with: "
+                              f"{', '.join(missing)}; put them back (their values are not "
+                              "the defaults' by necessity), or start a new run")
+        return from_dict(data)
     except ConfigError as e:
         raise RunDirError(f"{run.path}: {e}") from None
 
 
 def check_same_network(saved: Config, cfg: Config, where: Path) -> None:
-    """Refuse a resume whose config would build different networks than the checkpoint's."""
-    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in NETWORK_FIELDS
+    """Refuse a resume whose config would build different networks, or other state
+    beside them, than the checkpoint's."""
+    changed = [f"{f} {getattr(saved, f)!r} -> {getattr(cfg, f)!r}" for f in STATE_FIELDS
                if getattr(saved, f) != getattr(cfg, f)]
+    if _kl_penalty(saved) != _kl_penalty(cfg):  # its adapted weight is kept only when on
+        changed.append(f"kl_coef {saved.kl_coef!r} -> {cfg.kl_coef!r}")
     if changed:
-        raise RunDirError(f"cannot resume {where} with a different network ({'; '.join(changed)}); "
-                          "start a new run instead")
+        raise RunDirError(f"cannot resume {where} with a different network or checkpointed state "
+                          f"({'; '.join(changed)}); start a new run instead")
+
+
+def _kl_penalty(c: Config) -> bool:
+    return c.policy_loss == "clip" and c.kl_coef > 0
 
 
 def check_resume(path: str | os.PathLike, cfg: Config) -> RunDir:
@@ -209,27 +325,23 @@ TABLE_MAGIC = bytes.fromhex("57fb808b247547db")  # ends every complete .index ta
 
 def check_layout(run: RunDir) -> None:
     """CheckpointError when the newest checkpoint was written by 0.1 (no layout marker)."""
-    state = run.checkpoints / "checkpoint"
-    match = re.search(r'^model_checkpoint_path: "(.+)"$', state.read_text(), re.M)
-    index = run.checkpoints / f"{match.group(1)}.index" if match else None
-    table = index.read_bytes() if index is not None and index.is_file() else b""
+    newest = Path(listed_checkpoints(run.checkpoints)[-1])
+    index = newest.with_name(newest.name + ".index")
+    table = index.read_bytes() if index.is_file() else b""
     # a torn file is not judged here: the restore reports it as unreadable
     if table.endswith(TABLE_MAGIC) and LAYOUT_MARKER not in table:
-        raise CheckpointError(f"{run.checkpoints / match.group(1)} was written by "
+        raise CheckpointError(f"{newest} was written by "
                               "distributed_ac 0.1, whose weights layout this version cannot "
                               "read; start a new run (or evaluate it with 0.1)")
 
 
 def resume_run(path: str | os.PathLike, cfg: Config) -> RunDir:
     """Check that `cfg` may continue the run at `path` and that a checkpoint there can be
-    read, then record `cfg` as the run's config.
-
-    The restore itself comes later (training/trainer.py), so a resume whose checkpoints are all
-    unreadable would otherwise fail after config.yaml already held settings no
-    checkpoint was trained with."""
+    read; writes nothing. The Trainer records `cfg` as the run's config only once its
+    restore has succeeded: config.yaml never holds settings no checkpoint was trained
+    with, and a resume that fails leaves the run directory as it was."""
     run = check_resume(path, cfg)
     readable_checkpoint(run)
-    run.write_config(cfg)
     return run
 
 
@@ -239,8 +351,7 @@ def readable_checkpoint(run: RunDir) -> str:
     none. Imports TensorFlow: call it only where TensorFlow is loaded anyway."""
     import tensorflow as tf
 
-    state = tf.train.get_checkpoint_state(str(run.checkpoints))
-    for path in reversed(list(state.all_model_checkpoint_paths) if state else []):
+    for path in reversed(listed_checkpoints(run.checkpoints)):
         try:
             reader = tf.train.load_checkpoint(path)
             for name in reader.get_variable_to_shape_map():

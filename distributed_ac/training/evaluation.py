@@ -27,6 +27,7 @@ import numpy as np
 
 from distributed_ac.config.schema import Config
 from distributed_ac.pool.base import Evaluation
+from distributed_ac.run import files
 from distributed_ac.run.metrics import ConsoleProgress, MetricsLog, finite_or_none
 from distributed_ac.run.rundir import RunDir
 from distributed_ac.training.state import Counters
@@ -68,8 +69,12 @@ class BestCheckpoint:
         for var, value in zip(variables, networks):
             var.assign(value)
         # numbered on from the one named: a resume that rewinds never rewrites the kept one
+        import tensorflow as tf
+
         named = manager.latest_checkpoint
-        path = manager.save(checkpoint_number=int(named.rsplit("-", 1)[1]) + 1 if named else 1)
+        number = int(named.rsplit("-", 1)[1]) + 1 if named else 1
+        with files.named(self.run.best / f"best-{number}", (tf.errors.OpError,)):  # a full disk
+            path = manager.save(checkpoint_number=number)
         # relative: a run directory that is moved keeps a record that holds
         self.record = {**record, "checkpoint": os.path.relpath(path, self.run.path)}
         self.run.write_best(self.record)

@@ -4,6 +4,7 @@ put together from the parts of a finished session, each part a small dict of its
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 from distributed_ac.config.plan import RunPlan
 from distributed_ac.config.schema import Config
@@ -53,3 +54,29 @@ def session(wall: float, new_steps: int, run_dir: str, checkpoint: str | None,
     where it wrote, and the signal that stopped it, if one did."""
     return {"wall_s": round(wall, 3), "steps_per_s": round(new_steps / wall, 1),
             "run_dir": run_dir, "checkpoint": checkpoint, "stopped_by": stopped_by}
+
+
+def _plain(d: dict) -> dict:
+    """A dataclass's dict with tuples as lists (YAML-safe)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def resolved(learner) -> dict:
+    """What the learner resolved, for plan.yaml beside the run plan."""
+    return {"model": _plain(dataclasses.asdict(learner.spec)),
+            "learner_device": learner.device,
+            "learner_threads": learner.threads or "TensorFlow's default",
+            "learner_inter_op_threads": learner.inter_op_threads or "TensorFlow's default",
+            "bootstrap_values": learner.objective.bootstrap_values_from}
+
+
+def start_lines(cfg: Config, learner, run_plan: RunPlan, spans: dict, node: str) -> list[str]:
+    """The lines a session starts with: the schedules, then the learner and the plan."""
+    threads = f" ({learner.threads} TF thread(s))" if learner.threads else ""
+    if learner.threads and learner.inter_op_threads > learner.threads:
+        threads = (f" ({learner.threads} TF thread(s) an op, "
+                   f"{learner.inter_op_threads} side by side)")
+    return [f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
+            f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
+            f"and {spans['critic']:,d} optimizer steps",
+            f"learner on {learner.device}{threads} at {node}; {run_plan.describe(cfg.mode)}"]

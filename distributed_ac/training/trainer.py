@@ -20,24 +20,23 @@ checkpoints in run/checkpoint.py.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, episodes_in_order
-from distributed_ac.core.errors import NonFiniteLossError, RunStopped
+from distributed_ac.core.errors import NonFiniteError, NonFiniteLossError, RunStopped
 from distributed_ac.core.policies import episodes_by_policy, groups_for
 from distributed_ac.envs.games import check_greedy
-from distributed_ac.envs.vector import resolved, space_for
+from distributed_ac.envs.vector import reading_lines, resolved, space_for
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
 from distributed_ac.run import rundir
+from distributed_ac.run.files import named
 from distributed_ac.run.metrics import (
     LEARNER_KEYS,
     ConsoleProgress,
@@ -50,6 +49,7 @@ from distributed_ac.training.selfplay import SnapshotPool
 from distributed_ac.training.signals import StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState
+from distributed_ac.training.steps import Flight, steps_for
 
 log = logging.getLogger(__name__)
 
@@ -72,75 +72,63 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     this config (startup.build_learner), which a resume then restores.
     """
     start = time.monotonic()
-    cfg, reading = resolved(cfg)  # how its image is read, settled once for every process
+    # how its image is read: settled once for every process, and kept by a resumed run
+    cfg, reading = (cfg, reading_lines(cfg)) if resume else resolved(cfg)
     space = space_for(cfg)  # a bad env leaves no run directory behind
     groups_for(space.agent_names, cfg.policy_mapping, cfg.env)  # a bad mapping, likewise
     if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":
         check_greedy(space.obs_shape, cfg.env)  # a game the greedy player cannot play
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
-    # Checked before Ray starts, written only once it is up: a cluster that does not
-    # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
-    rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
-    check_device(cfg.device)
-    if address:
-        check_address(address)  # seconds, where Ray would retry a silent address for minutes
-    if note:
-        print(note, file=sys.stderr, flush=True)
-    for line in reading:
-        print(line, file=sys.stderr, flush=True)
-    if space.dropped:
-        print(f"observation entries left out of what the networks read: "
-              f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
-              flush=True)
-    with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
-        pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
-        try:
-            stop.reclaim()
-            stop.check_startup()
-            run = rundir.resume_run(path, cfg) if resume else rundir.new_run(path, cfg, overwrite)
-            with Trainer(cfg, run, pool, space, resume, progress, learner,
-                         on_update) as trainer:
-                for info in pool.placement():
-                    trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
-                                          f"node {info['node_ip']} ({info['node']}), "
-                                          f"{info['rss_mb']:.0f} MB resident")
-                try:
-                    trainer.loop(stop)
-                except RunStopped as e:
-                    trainer.stop_on_error(e)
-                    raise
-                trainer.finish(stop)
-        finally:
-            pool.close()
+    # Held until the run ends (the kernel drops it if this process dies): a second
+    # writer, a resume or an --overwrite of a live run, is refused before anything starts.
+    with rundir.RunLock(path) as lock:
+        # Checked before Ray starts, written only once it is up: a cluster that does not
+        # answer leaves no run directory behind, and a run --overwrite replaces stays intact.
+        rundir.check_resume(path, cfg) if resume else rundir.check_new(path, overwrite)
+        check_device(cfg.device)
+        if address:  # seconds, where Ray would retry a silent address for minutes
+            address = check_address(address)  # auto: the cluster `ray start` started, or none
+        if note:
+            print(note, file=sys.stderr, flush=True)
+        for line in reading:
+            print(line, file=sys.stderr, flush=True)
+        if space.dropped:
+            print(f"observation entries left out of what the networks read: "
+                  f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
+                  flush=True)
+        with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
+            trainer = _session(cfg, space, path, lock, stop, address, dashboard, resume,
+                               overwrite, progress, learner, on_update)
     return trainer.summary(time.monotonic() - start, stop)
 
 
-def _plain(d: dict) -> dict:
-    """A dataclass's dict with tuples as lists (YAML-safe)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-class _Flight(NamedTuple):
-    batch: Batch
-    step: Future  # learner.step(batch): its metrics
-    version: int  # the policy version the step makes
-
-
-class _Here:
-    """An executor that runs what it is given at once, in this thread: the loop without
-    the learner thread (an error in the step is raised where it is submitted)."""
-
-    def submit(self, fn, *args) -> Future:
-        done: Future = Future()
-        done.set_result(fn(*args))
-        return done
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
+def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
+             address: str | None, dashboard: bool, resume: bool, overwrite: bool,
+             progress: ConsoleProgress | None, learner, on_update: UpdateHook | None
+             ) -> "Trainer":
+    """Start the pool and the learner, write the run directory, run the loop; the
+    Trainer it ran (its summary still to be made)."""
+    pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
+    try:
+        stop.reclaim()
+        stop.check_startup()
+        run = (rundir.resume_run(path, cfg) if resume
+               else rundir.new_run(path, cfg, overwrite, lock))
+        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update) as trainer:
+            for info in pool.placement():
+                trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
+                                      f"node {info['node_ip']} ({info['node']}), "
+                                      f"{info['rss_mb']:.0f} MB resident")
+            try:
+                trainer.loop(stop)
+            except RunStopped as e:
+                trainer.stop_on_error(e)
+                raise
+            trainer.finish(stop)
+    finally:
+        pool.close()
+    return trainer
 
 
 class Trainer:
@@ -165,11 +153,14 @@ class Trainer:
         self.state = RunState.fresh(cfg)
         self.ckpt = Checkpointer(run, self.learner, self.state, cfg.keep_checkpoints, pool)
         self.resumed_from = self.ckpt.restore() if resume else None
+        if resume:  # only now: a restore that fails leaves the run directory untouched
+            run.write_config(cfg)
         counts = self.state.counters
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=counts.env_steps if resume else None)
         self.interval = Interval()
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
+        self.nonfinite_streak: collections.Counter = collections.Counter()  # per worker
         self.progress = progress or ConsoleProgress(cfg.total_env_steps, cfg.log_every_s,
                                                     start=counts.env_steps)
         self.snapshots = (SnapshotPool(run.path / "opponents", cfg.opponent_pool_size,
@@ -181,21 +172,10 @@ class Trainer:
         self.progress.note(f"run directory {run.path}" + (
             f", resumed from {self.resumed_from} at {counts.env_steps:,d} env steps" if resume else ""))
         spans = self.learner.plan(self.plan)
-        self.plan.write(run.plan, model=_plain(dataclasses.asdict(self.learner.spec)),
-                        learner_device=self.learner.device,
-                        learner_threads=self.learner.threads or "TensorFlow's default",
-                        learner_inter_op_threads=(self.learner.inter_op_threads
-                                                  or "TensorFlow's default"),
-                        bootstrap_values=self.learner.objective.bootstrap_values_from)
-        self.progress.note(f"learning rates x{cfg.actor_lr_decay_rate:g} (actor) and "
-                           f"x{cfg.critic_lr_decay_rate:g} (critic) every {spans['actor']:,d} "
-                           f"and {spans['critic']:,d} optimizer steps")
-        threads = f" ({self.learner.threads} TF thread(s))" if self.learner.threads else ""
-        if self.learner.threads and self.learner.inter_op_threads > self.learner.threads:
-            threads = f" ({self.learner.threads} TF thread(s) an op, " \
-                      f"{self.learner.inter_op_threads} side by side)"
-        self.progress.note(f"learner on {self.learner.device}{threads} at {pool.learner_node()}; "
-                           f"{self.plan.describe(cfg.mode)}")
+        with named(run.plan):  # a full disk: one line naming the file
+            self.plan.write(run.plan, **summary.resolved(self.learner))
+        for line in summary.start_lines(cfg, self.learner, self.plan, spans, pool.learner_node()):
+            self.progress.note(line)
 
     def loop(self, stop: StopSignals) -> None:
         """Updates until the budget, the target return or a stop signal. With the learner
@@ -213,8 +193,8 @@ class Trainer:
         rounds = not sync and self.per_update == self.num_workers
         hold = sync or rounds  # workers get new weights only once the update is made
         ref = self._submit_all(self._publish())
-        flight: _Flight | None = None  # the step under way on the learner thread
-        steps = ThreadPoolExecutor(1, thread_name_prefix="learner") if self.overlap else _Here()
+        flight: Flight | None = None  # the step under way on the learner thread
+        steps = steps_for(self.overlap)
         with steps:
             try:
                 while (counts.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
@@ -234,7 +214,7 @@ class Trainer:
                         for worker in pool.idle():  # held while the step ran
                             pool.submit(worker, ref)
                     if batch is not None:
-                        flight = _Flight(batch, steps.submit(learner.step, batch),
+                        flight = Flight(batch, steps.submit(learner.step, batch),
                                          learner.policy_version + 1)
                         if not self.overlap:  # made already: land it before the next wait
                             done, flight = flight, None
@@ -275,16 +255,27 @@ class Trainer:
             counts.worker_wait_s += b.idle_s
             counts.max_lag = max(counts.max_lag, lag)
             if b.nonfinite:
-                log.warning("dropping a batch: %s", b.nonfinite)
-                counts.dropped_batches += 1
-                counts.nonfinite_batches += 1
-            elif lag > self.cfg.max_policy_lag:
+                self._drop_nonfinite(b)
+                continue
+            self.nonfinite_streak[b.worker_id] = 0
+            if lag > self.cfg.max_policy_lag:
                 counts.dropped_batches += 1
             else:
                 fresh.append(b)
         self.interval.add_lags(lags)
         self.lags.update(lags)
         return fresh
+
+    def _drop_nonfinite(self, b: Batch) -> None:
+        """Count a batch its worker flagged as non-finite; NonFiniteError once that worker
+        has sent max_nonfinite_batches of them in a row (its env stays broken)."""
+        streak = self.nonfinite_streak[b.worker_id] = self.nonfinite_streak[b.worker_id] + 1
+        if streak >= self.cfg.max_nonfinite_batches:
+            raise NonFiniteError(f"{b.nonfinite}; {streak} batches in a row from worker "
+                                 f"{b.worker_id} were non-finite (--max-nonfinite-batches)")
+        log.warning("dropping a batch: %s", b.nonfinite)
+        self.state.counters.dropped_batches += 1
+        self.state.counters.nonfinite_batches += 1
 
     def _land(self, batch: Batch, metrics: dict, ref):
         """Count an update the learner made from `batch` (nothing, if it skipped it for a
@@ -377,10 +368,12 @@ class Trainer:
 
     def __exit__(self, *exc) -> None:
         # On an error too; no checkpoint then: the state that raised may be the bad one.
-        if self.evals is not None:
-            self.evals.close()
-        self.metrics.close()
-        self.progress.close()
+        try:
+            if self.evals is not None:
+                self.evals.close()
+            self.metrics.close()
+        finally:
+            self.progress.close()
 
     def solved(self) -> bool:
         stats, target = self.state.stats, self.cfg.stop_at_return

@@ -14,7 +14,7 @@ import yaml
 
 from distributed_ac.config.schema import Config, from_dict, to_dict
 from distributed_ac.core.errors import ConfigError, RunDirError, UsageError
-from distributed_ac.run.rundir import NETWORK_FIELDS
+from distributed_ac.run.rundir import STATE_FIELDS
 from distributed_ac.tuning.space import Dimension, SearchSpace, check_metric
 
 SPEC_FILE = "tune.yaml"
@@ -50,13 +50,15 @@ class TuneSpec:
         check_metric(self.metric, self.base)
         if self.scheduler == "pbt":
             grids = [d.field for d in self.space.values() if d.kind == "grid"]
-            nets = [f for f in self.space if f in NETWORK_FIELDS]
+            # an exploit resumes another trial's checkpoint, which a resume refuses then
+            nets = [f for f in self.space if f in STATE_FIELDS]
             if grids:
                 raise UsageError(f"--scheduler pbt cannot perturb grid dimensions "
                                  f"({', '.join(grids)}): use choice")
             if nets:
                 raise UsageError(f"--scheduler pbt copies weights between trials, so it cannot "
-                                 f"vary the network ({', '.join(nets)})")
+                                 f"vary the network or the state its checkpoints hold "
+                                 f"({', '.join(nets)})")
 
     def trial_config(self, sampled: dict) -> Config:
         """The base config with a trial's sampled values (the Config best.yaml holds)."""

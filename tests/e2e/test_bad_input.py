@@ -52,6 +52,13 @@ CASES = {
                                      "needs Discrete, MultiDiscrete or MultiBinary actions"),
     "action_mask of the wrong length": (lambda t, r: ["train", "--env", "fakes:MaskedWrongLength"],
                                         "an action_mask of 4 entries"),
+    # a traceback in serial mode; on Ray 20 restarts, then "worker 0 died while starting"
+    "env resetting to the wrong shape, serial": (
+        lambda t, r: ["train", "--env", "fakes:WrongShapeReset", "--serial"],
+        "does it return observations of its observation_space, Box(-inf, inf, (1,), float64)?"),
+    "env resetting to the wrong shape, on Ray": (
+        lambda t, r: ["train", "--env", "fakes:WrongShapeReset", "--num-workers", "1"],
+        "reset() of env 'fakes:WrongShapeReset' failed in worker 0 (ValueError"),
     "entry point does not import": (lambda t, r: ["train", "--env", "no_such_mod_q:Env"],
                                     "cannot import entry point module"),
     "field out of range": (lambda t, r: ["train", "--gamma", "1.5"], "gamma must be in [0, 1]"),
@@ -65,6 +72,26 @@ CASES = {
                            "unknown config field(s): lr"),
     "malformed yaml": (lambda t, r: ["train", "--config", write_yaml(t, "env: [CartPole\n")],
                        "not valid YAML"),
+    "yaml file not in UTF-8": (lambda t, r: ["train", "--config", latin1_yaml(t)],
+                               "is not UTF-8 text (byte 0xe9 at offset 5)"),
+    "run config not in UTF-8": (lambda t, r: (latin1_yaml(r, "config.yaml"),
+                                              ["train", "--resume", str(r)])[1],
+                                "is not UTF-8 text"),
+    "infinite learning rate": (lambda t, r: ["train", "--actor-lr", "inf", "--total-env-steps",
+                                             "1024"], "'actor_lr' must be a finite number, got inf"),
+    "yaml field that is not a number": (lambda t, r: ["train", "--config",
+                                                      write_yaml(t, "critic_lr: .nan\n"),
+                                                      "--total-env-steps", "1024"],
+                                        "'critic_lr' must be a finite number, got nan"),
+    # resumed silently on the defaults of the lines deleted
+    "run config with deleted lines": (lambda t, r: (delete_lines(r / "config.yaml", "gamma:",
+                                                                 "seed:"),
+                                                    ["train", "--resume", str(r)])[1],
+                                      "lacks field(s) the run was started with: gamma, seed"),
+    "evaluating a run config with deleted lines": (
+        lambda t, r: (delete_lines(r / "config.yaml", "env:"), ["evaluate", str(r)])[1],
+        "lacks field(s) the run was started with: env"),
+    "negative seed": (lambda t, r: ["train", "--seed", "-1"], "seed must be in [0, 2**31)"),
     "missing yaml file": (lambda t, r: ["train", "--config", str(t / "nope.yaml")],
                           "cannot read config file"),
     "unknown flag": (lambda t, r: ["train", "--learning-rate", "3"], "Unrecognized options"),
@@ -89,6 +116,14 @@ CASES = {
     "resume reading the action mask": (lambda t, r: ["train", "--resume", str(r),
                                                       "--observe-action-mask"],
                                        "observe_action_mask False -> True"),
+    # the checkpoints hold no observation statistics: the restore failed after config.yaml
+    # was rewritten, so later resumes, evaluate and export failed too
+    "resume normalising observations": (lambda t, r: ["train", "--resume", str(r),
+                                                      "--normalize-obs", "True"],
+                                        "normalize_obs False -> True"),
+    "resume with the clipped objective": (lambda t, r: ["train", "--resume", str(r),
+                                                        "--policy-loss", "clip"],
+                                          "policy_loss 'pg' -> 'clip'"),
     "unknown core": (lambda t, r: ["train", "--core", "transformer"],
                      "invalid choice 'transformer' for argument '--core'"),
     "negative core size": (lambda t, r: ["train", "--core-size", "-1"], "core_size must be >= 0"),
@@ -123,6 +158,19 @@ CASES = {
 }
 
 
+def delete_lines(path: Path, *starts: str) -> None:
+    """Delete the lines of `path` that start with any of `starts`."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ln for ln in lines if not ln.startswith(starts)))
+
+
+def latin1_yaml(directory: Path, name: str = "cfg.yaml") -> str:
+    """A config file written in Latin-1 (its 'é' is the byte 0xe9, not UTF-8)."""
+    path = directory / name
+    path.write_bytes("# caf\u00e9 settings\nseed: 1\n".encode("latin-1"))
+    return str(path)
+
+
 def a_file(tmp_path: Path) -> Path:
     """A plain file, which no output can be written below."""
     f = tmp_path / "a-file"
@@ -152,25 +200,16 @@ def test_bad_input_is_one_line_exit_2_and_keeps_data(case, tmp_path, good_run):
     assert not changed, f"{case}: the run directory changed: {changed}"
 
 
-# `dac train` in a process that finds no Ray on this machine, whatever runs here: `auto`
-# looks at RAY_ADDRESS, then at the address file of the last `ray start` (under RAY_TMPDIR,
-# else TMPDIR, else /tmp), then at every raylet process on the machine (a psutil scan that
-# asks ray._private.services._is_raylet_process of each; the child's answer is no). A
-# benchmark's or another test's Ray would otherwise be joined, and trained on.
-NO_RAY_HERE = ("import sys; from ray._private import services; "
-               "services._is_raylet_process = lambda cmdline: False; "
-               "from distributed_ac.commands.main import main; sys.exit(main(sys.argv[1:]))")
-
-
 @pytest.mark.parametrize("ray_address, needle", [
-    (None, "Could not find any running Ray instance"),
-    ("http://127.0.0.1:8265", "It looks like you set RAY_ADDRESS to an HTTP address"),
+    (None, "--address auto: no Ray cluster was started on this machine (no address in "),
+    ("http://127.0.0.1:8265", "--address auto (RAY_ADDRESS: http://127.0.0.1:8265): give the "
+                              "cluster's HOST:PORT"),
 ])
 def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact(
         ray_address, needle, tmp_path, good_run):
-    """`auto` is resolved by ray.init itself (from RAY_ADDRESS, else a cluster started on
-    this machine), so it fails only after TensorFlow and Ray have loaded; the run
-    directory is written only after that, so nothing is lost."""
+    """`auto` is the cluster RAY_ADDRESS names, else the one `ray start` recorded in its
+    address file (under RAY_TMPDIR, else TMPDIR, else /tmp); neither is there, so it is
+    refused before TensorFlow or Ray loads, and the run it would replace stays intact."""
     run = copy_run(good_run, tmp_path / "run")
     before = snapshot(run)
     empty = tmp_path / "tmp"  # holds no ray/ray_current_cluster
@@ -178,13 +217,44 @@ def test_address_auto_without_a_cluster_leaves_the_run_it_would_overwrite_intact
     env = environ_without("RAY_ADDRESS", TMPDIR=str(empty), RAY_TMPDIR=str(empty))
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
-    out = python("-c", NO_RAY_HERE, "train", "--address", "auto", "--run-dir", str(run),
+    out = python("-c", MAIN_THEN_IMPORTS, "train", "--address", "auto", "--run-dir", str(run),
                  "--overwrite", env=env, timeout=300)
-    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("dac: error: --address auto: ") and needle in last, last
+    assert last.startswith("dac: error: --address auto") and needle in last, last
     assert snapshot(run) == before
+
+
+# Another job's Ray on this machine: started by ray.init, so it wrote no address file.
+OTHER_JOBS_RAY = ("import sys, ray; ray.init(num_cpus=1, include_dashboard=False); "
+                  "print('up', flush=True); sys.stdin.read()")
+
+
+def test_address_auto_never_joins_another_job_s_local_ray(tmp_path):
+    """Ray's own `auto` scans the machine's processes for any running Ray: beside another
+    job's local Ray it joined that job's cluster, or retried its GCS for 590 s."""
+    import subprocess
+    import sys
+    import time
+
+    empty = tmp_path / "tmp"
+    empty.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", OTHER_JOBS_RAY], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=environ_without("RAY_ADDRESS"))
+    try:
+        assert other.stdout.readline().strip() == "up"
+        env = environ_without("RAY_ADDRESS", TMPDIR=str(empty), RAY_TMPDIR=str(empty))
+        start = time.monotonic()
+        out = python("-c", MAIN_THEN_IMPORTS, "train", "--address", "auto", "--total-env-steps",
+                     "1024", "--run-dir", str(tmp_path / "run"), env=env, timeout=120)
+        assert time.monotonic() - start < 60
+    finally:
+        other.communicate("", timeout=60)
+    assert out.stdout.split()[-3:] == ["2", "False", "False"], (out.stdout, out.stderr[-2000:])
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "dac: error: --address auto: no Ray cluster was started on this machine"), out.stderr
+    assert not (tmp_path / "run").exists()
 
 
 # `dac ARGV`, then its exit code and whether TensorFlow and Ray were imported

@@ -226,3 +226,56 @@ def test_export_will_not_write_into_a_directory_holding_other_files(run_dir, tmp
     code, _, err = cli_run(capsys, "export", str(run_dir), "--out", str(tmp_path))
     assert code == 2 and "holds something other than a SavedModel" in err
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def checkpointed_run(tmp_path):
+    """A serial CartPole run of four updates that kept ckpt-2 and ckpt-4."""
+    cfg = Config(seed=SEED, serial=True, num_workers=1, mode="sync", envs_per_worker=4,
+                 rollout_length=8, hidden_sizes=(16,), checkpoint_every=2,
+                 total_env_steps=4 * 32)
+    path = tmp_path / "run"
+    train_quietly(cfg, path)
+    return path
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_evaluate_and_export_fall_back_to_an_older_checkpoint_when_the_newest_is_torn(
+        tmp_path, capsys):
+    """As a resume does; both refused the run outright."""
+    run = checkpointed_run(tmp_path)
+    data = next((run / "checkpoints").glob("ckpt-4.data-*"))
+    data.write_bytes(data.read_bytes()[:40])
+    code, out, err = cli_run(capsys, "evaluate", str(run), "--episodes", "2")
+    assert code == 0, err
+    assert last_json(out)["checkpoint"].endswith("ckpt-2"), out
+    assert last_json(out)["env_steps_trained"] == 2 * 32
+    code, out, err = cli_run(capsys, "export", str(run), "--out", str(tmp_path / "model"))
+    assert code == 0, err
+    assert last_json(out)["checkpoint"].endswith("ckpt-2"), out
+
+
+def test_evaluate_and_export_load_the_checkpoint_that_checkpoint_names(tmp_path, capsys):
+    run = checkpointed_run(tmp_path)
+    for argv in (["evaluate", str(run), "--episodes", "2", "--checkpoint", "2"],
+                 ["export", str(run), "--out", str(tmp_path / "model"), "--checkpoint", "2"]):
+        code, out, err = cli_run(capsys, *argv)
+        assert code == 0, (argv, err)
+        assert last_json(out)["checkpoint"].endswith("ckpt-2"), (argv, out)
+    code, _, err = cli_run(capsys, "evaluate", str(run), "--checkpoint", "3")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "no checkpoint ckpt-3 in" in err and "(it holds: ckpt-2, ckpt-4)" in err, err
+    code, _, err = cli_run(capsys, "evaluate", str(run), "--checkpoint", "2", "--best")
+    assert code == 2 and "give one of them" in err, err
+
+
+def test_a_garbled_checkpoint_state_file_does_not_hide_the_checkpoints(tmp_path, capsys):
+    """TF's `checkpoint` file garbled (the checkpoints whole): evaluate said 'no checkpoint';
+    the checkpoints are found by their files instead."""
+    run = checkpointed_run(tmp_path)
+    (run / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\nall_mo{{')
+    code, out, err = cli_run(capsys, "evaluate", str(run), "--episodes", "2")
+    assert code == 0, err
+    assert last_json(out)["checkpoint"].endswith("ckpt-4"), out

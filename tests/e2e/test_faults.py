@@ -117,6 +117,23 @@ def test_nan_observation_batch_is_dropped_and_counted_as_nonfinite_when_configur
     assert summary["env_steps"] >= 3000, summary
 
 
+@pytest.mark.parametrize("mode", [["--serial"], ["--num-workers", "1"]])
+def test_an_env_that_stays_nan_under_drop_stops_after_max_nonfinite_batches_naming_it(
+        mode, tmp_path):
+    """--on-nonfinite drop dropped 190,633 batches of an env that stayed NaN in 240 s and
+    went on; now a worker's max_nonfinite_batches non-finite batches in a row stop the
+    run as on_nonfinite stop does."""
+    out = dac("train", "--env", "fakes:StaysNaN", "--no-preset", *mode, "--envs-per-worker", "2",
+              "--on-nonfinite", "drop", "--max-nonfinite-batches", "5",
+              "--total-env-steps", "100000000", "--run-dir", str(tmp_path / "run"), timeout=300)
+    assert out.returncode == 1, crash_report(out)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("dac: run stopped:"), last
+    assert "non-finite observation from env 'fakes:StaysNaN'" in last, last
+    assert "5 batches in a row from worker 0" in last, last
+    assert "Traceback" not in out.stderr
+
+
 def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
     import tensorflow as tf
 

@@ -177,3 +177,21 @@ def test_a_checkpoint_with_one_sampling_stream_per_worker_resumes_on_new_seeds(t
         resumed = run(tmp_path / "run", K + M, resume=True)
     assert resumed["updates"] == K + M
     assert "one sampling stream per worker" in caplog.text
+
+
+def test_a_garbled_checkpoint_state_file_resumes_from_the_checkpoint_files_bit_for_bit(runs,
+                                                                                      tmp_path):
+    """TF's `checkpoint` state file garbled, the checkpoints whole: the resume said 'no
+    readable checkpoint'. It finds them by their files, resumes from the newest exactly,
+    and names them in a new state file, so they are kept and removed as before."""
+    once = runs[1]
+    run(tmp_path / "run", K)
+    state = tmp_path / "run" / "checkpoints" / "checkpoint"
+    state.write_text('model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_pa{{{')
+    resumed = run(tmp_path / "run", K + M, resume=True)
+    a, b = checkpoint_tensors(once), checkpoint_tensors(resumed)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    named = state.read_text()
+    assert all(f'"ckpt-{n}"' in named for n in (4, 6, 7)), named  # keep_checkpoints 3
+    assert (state.parent / "ckpt-4.workers.npz").exists()  # still the exact resume's

@@ -94,3 +94,53 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
         train_quietly(other, run_dir, resume=True)
     # config.yaml still names the settings the checkpoints were trained with
     assert (run_dir / "config.yaml").read_bytes() == kept
+
+
+def test_a_live_run_s_directory_is_refused_to_a_second_writer_and_freed_when_it_dies(tmp_path):
+    """A resume or an --overwrite of a run still training rewrote its config.yaml and
+    deleted its checkpoints under it; the second writer is now refused in one line, and
+    the lock dies with the run's process (SIGKILL leaves none behind)."""
+    import time
+
+    from helpers import dac, popen_dac
+
+    run_dir = tmp_path / "run"
+    live = popen_dac("train", "--serial", "--env", "CartPole-v1", "--run-dir", str(run_dir),
+                     "--checkpoint-every", "5", "--total-env-steps", "100000000",
+                     "--log-every-s", "0.2")
+    try:
+        deadline = time.monotonic() + 180
+        while not (run_dir / "checkpoints" / "checkpoint").exists():
+            assert live.poll() is None and time.monotonic() < deadline, live.stderr.read()[-2000:]
+            time.sleep(0.2)
+        kept = (run_dir / "config.yaml").read_bytes()
+        for argv in (["--resume", str(run_dir), "--actor-lr", "0.01", "--total-env-steps", "2048"],
+                     ["--serial", "--run-dir", str(run_dir), "--overwrite",
+                      "--total-env-steps", "2048"]):
+            out = dac("train", *argv, timeout=120)
+            err = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(err) == 1, (argv, out.returncode, out.stderr[-2000:])
+            assert err[0].startswith("dac: error: ") and "in use by another dac train" in err[0]
+            assert (run_dir / "config.yaml").read_bytes() == kept
+            assert (run_dir / "checkpoints" / "checkpoint").exists()
+    finally:
+        live.kill()  # SIGKILL: no handler runs, nothing unlocks
+        live.communicate()
+    out = dac("train", "--resume", str(run_dir), "--total-env-steps", "2048", timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_resume_whose_restore_fails_leaves_the_run_directory_as_it_was(tmp_path, monkeypatch):
+    """config.yaml was rewritten before the restore, which then failed: later resumes,
+    evaluate and export read settings no checkpoint was trained with. Here the field
+    check is switched off (as for a field it did not know) to reach the restore itself."""
+    cfg = Config(serial=True, num_workers=1, mode="sync", checkpoint_every=1,
+                 **{**SMALL, "total_env_steps": 2 * 32})
+    run_dir = tmp_path / "run"
+    train_quietly(cfg, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    monkeypatch.setattr(rundir, "STATE_FIELDS", ())
+    changed = dataclasses.replace(cfg, total_env_steps=3 * 32, normalize_obs=True)
+    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+        train_quietly(changed, run_dir, resume=True)
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before

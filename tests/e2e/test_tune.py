@@ -69,6 +69,8 @@ def test_the_default_metric_is_the_training_mean_without_evaluation_and_eval_wit
                                                    "reports it"),
     (["--scheduler", "pbt"], SPACE, "cannot perturb grid dimensions (num_envs)"),
     (["--scheduler", "pbt"], {"hidden_sizes": {"choice": [[32], [64]]}}, "cannot vary the network"),
+    (["--scheduler", "pbt"], {"normalize_obs": {"choice": [True, False]}},
+     "cannot vary the network or the state its checkpoints hold (normalize_obs)"),
     (["--num-samples", "0"], SPACE, "--num-samples must be >= 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_trial(tmp_path, capsys, monkeypatch,

@@ -59,12 +59,37 @@ def start(address: str | None, dashboard: bool, num_cpus: int | None = None) -> 
                     "local Ray", os.environ["RAY_ADDRESS"])
     # "local": a new Ray even when RAY_ADDRESS is set or `ray start` runs on this machine;
     # with no address ray.init would join either, and refuse num_cpus with a traceback.
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=dashboard,
-             dashboard_host="127.0.0.1", configure_logging=False, log_to_driver=True,
-             _system_config=LOCAL_SYSTEM_CONFIG)
+    init_local(ray, address="local", num_cpus=num_cpus or os.cpu_count(),
+               include_dashboard=dashboard, dashboard_host="127.0.0.1", configure_logging=False,
+               log_to_driver=True, _system_config=LOCAL_SYSTEM_CONFIG)
     node_ip = ray.util.get_node_ip_address()
     if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
         log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
+
+
+# Ray's own words when its raylet does not register within its fixed 30 s (a loaded
+# machine); no setting of Ray's lengthens that wait, so the start is tried again once.
+STARTUP_TIMEOUT = "timed out during startup"
+STARTUP_TRIES = 2
+
+
+def init_local(ray, **kwargs) -> None:
+    """ray.init(**kwargs), tried again after Ray's start-up timeout; a second timeout is
+    one ClusterError line that names the cause and --serial."""
+    for attempt in range(1, STARTUP_TRIES + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as e:  # Ray raises a bare Exception for this
+            if STARTUP_TIMEOUT not in str(e):
+                raise
+            ray.shutdown()  # what it started of the node goes before the next try
+            if attempt == STARTUP_TRIES:
+                raise ClusterError(
+                    f"the local Ray did not start, {STARTUP_TRIES} tries: its raylet did not "
+                    "register within Ray's 30 s (an overloaded machine); try again when it "
+                    "is quieter, or --serial to train without Ray") from None
+            log.warning("the local Ray timed out during start-up; starting it again")
 
 
 def join_cluster(address: str) -> None:

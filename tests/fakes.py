@@ -370,6 +370,6 @@ def made_cartpole(**kwargs):
     return gym.make("CartPole-v1", **kwargs)
 
 
-def made_minigrid(**kwargs):
-    """A MiniGrid env made by a function (its package imported by --gym-packages)."""
-    return gym.make("MiniGrid-DoorKey-5x5-v0", **kwargs)
+def made_popgym(**kwargs):
+    """A popgym env made by a function (its package imported by --gym-packages)."""
+    return gym.make("popgym-RepeatPreviousEasy-v0", **kwargs)

@@ -278,6 +278,17 @@ CONFIG_HEADER = "# distributed_ac run config of {} fields (resume, evaluate and 
 _HEADER = re.compile(r"# distributed_ac run config of (\d+) fields")
 
 
+def predates_reading(path) -> bool:
+    """Whether the run at `path` began before how its image is read was settled into its
+    config.yaml (frame_size 0 and categorical_obs null there), so that a resume reads the
+    env as it did; False when there is no readable run (check_resume then says why)."""
+    try:
+        saved = saved_config(open_run(path))
+    except Exception:  # reported in one line by check_resume, under the run's lock
+        return False
+    return saved.frame_size == 0 and saved.categorical_obs is None
+
+
 def saved_config(run: RunDir) -> Config:
     """The Config a run was trained with (safe YAML loading; errors are one line)."""
     try:

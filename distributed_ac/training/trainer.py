@@ -72,8 +72,10 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     this config (startup.build_learner), which a resume then restores.
     """
     start = time.monotonic()
-    # how its image is read: settled once for every process, and kept by a resumed run
-    cfg, reading = (cfg, reading_lines(cfg)) if resume else resolved(cfg)
+    # how its image is read: settled once for every process (a run from before that
+    # was settled reads it as it did)
+    old = resume and rundir.predates_reading(run_dir)
+    cfg, reading = (cfg, reading_lines(cfg)) if old else resolved(cfg)
     space = space_for(cfg)  # a bad env leaves no run directory behind
     groups_for(space.agent_names, cfg.policy_mapping, cfg.env)  # a bad mapping, likewise
     if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":

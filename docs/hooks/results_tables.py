@@ -125,7 +125,8 @@ SUPERSEDED = {("CliffWalking-v1", ("--total-env-steps", "300000")),
 
 def suites_runs() -> list[dict]:
     # cnn-shared-trunk.jsonl re-measured the CNN suites once a CNN's trunk was shared
-    return [r for r in current("suites.jsonl", "cnn-shared-trunk.jsonl")
+    # suites-minigrid.jsonl re-measured MiniGrid once its grid's codes were read as categories
+    return [r for r in current("suites.jsonl", "cnn-shared-trunk.jsonl", "suites-minigrid.jsonl")
             if not r["env"].startswith(CHOICES)
             and (r["env"], tuple(r["flags"])) not in SUPERSEDED]
 
@@ -231,7 +232,13 @@ def readme_table(rows: list[dict] | None = None) -> str:
 
 # The suites' presets as `dac train` announces them, and the figure each is read against
 SUITES = {
-    "MiniGrid-Empty-Random-5x5-v0": ("default (small CNN)", "rl-zoo PPO 0.97"),
+    "MiniGrid-Empty-Random-5x5-v0": ("default (categories, MLP)", "rl-zoo PPO 0.97"),
+    "MiniGrid-DoorKey-5x5-v0": ("default (categories, MLP)", "rl-zoo PPO 0.964 at 100k"),
+    "MiniGrid-Unlock-v0": ("default (categories, MLP)", "rl-zoo PPO 0.963 at 100k"),
+    "MiniGrid-KeyCorridorS3R1-v0": ("default (categories, MLP)", "rl-zoo PPO 0.949 at 500k"),
+    "MiniGrid-MultiRoom-N2-S4-v0": ("default (categories, MLP)", "not in rl-zoo's table"),
+    "MiniGrid-DoorKey-8x8-v0": ("default (categories, MLP)", "not in rl-zoo's table"),
+    "MiniGrid-FourRooms-v0": ("default (categories, MLP; held out)", "rl-zoo PPO 0.573 at 5M"),
     "Taxi-v4": ("its own: the mask from `info`", "optimum 7.93"),
     "CliffWalking-v1": ("its own (the package base)", "optimum -13"),
     "dm_control/cartpole-swingup-v0": ("default", "cleanRL PPO 641"),

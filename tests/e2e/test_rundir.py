@@ -12,6 +12,7 @@ from helpers import train_quietly
 
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import CheckpointError, RunDirError
+from distributed_ac.envs.vector import resolved
 from distributed_ac.run import rundir
 
 SMALL = dict(envs_per_worker=4, rollout_length=8, hidden_sizes=(16,), total_env_steps=10_000)
@@ -36,7 +37,8 @@ def test_a_run_directory_holds_no_pickle_and_only_the_documented_entries(tmp_pat
                                                          "metrics.jsonl", "plan.yaml", "tb"]
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert files and not [p for p in files if _is_pickle(p.read_bytes())]
-    assert rundir.saved_config(rundir.open_run(run_dir)) == cfg
+    # the config as given, with how the env's observations are read settled in it
+    assert rundir.saved_config(rundir.open_run(run_dir)) == resolved(cfg)[0]
 
 
 def test_config_yaml_is_safe_loaded_so_a_python_tag_runs_no_code(tmp_path):
@@ -84,7 +86,8 @@ def test_a_resume_records_its_config_only_once_a_checkpoint_can_be_read(tmp_path
     train_quietly(cfg, run_dir)
     longer = dataclasses.replace(cfg, total_env_steps=3 * 32)
     train_quietly(longer, run_dir, resume=True)
-    assert rundir.saved_config(rundir.open_run(run_dir)) == longer  # a resume records its settings
+    # a resume records its settings
+    assert rundir.saved_config(rundir.open_run(run_dir)) == resolved(longer)[0]
     kept = (run_dir / "config.yaml").read_bytes()
 
     for f in (run_dir / "checkpoints").glob("ckpt-*"):  # every checkpoint torn

@@ -240,7 +240,7 @@ class ImageCounter(LivesGame):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"frame_size": -1}, "frame_size must be >= 0"),
+    ({"frame_size": -2}, "frame_size must be >= -1"),
     ({"frame_stack": -2}, "frame_stack must be >= 0"),
     ({"sticky_actions": 1.5}, "sticky_actions must be in"),
 ])

@@ -5,11 +5,12 @@ hyperparameter files).
 id or a `module:function` entry point become '_'). A preset is found by what the env
 is, not only by how it was named: an entry point's made env is also looked up by its
 `spec.id` (Gymnasium) or `metadata["name"]` (PettingZoo), so `mymod:make` returning
-`gym.make("MiniGrid-DoorKey-5x5-v0")` gets that id's preset, or its suite's. An env
+`gym.make("CartPole-v1")` gets CartPole's preset, and one returning a popgym env gets
+popgym's. An env
 without a file of its own starts from its suite's file when one of its names has a
 suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari PPO; a
-`popgym-` id from `presets/popgym.yaml`, with a recurrent core; MiniGrid's and BabyAI's
-from `presets/minigrid.yaml`), else from `presets/default.yaml`: the settings that measured
+`popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
+`presets/default.yaml`: the settings that measured
 most robust across the suite of envs (docs/notes/defaults-without-a-preset.md). Either
 way `dac train` says so in one line and then applies --config and the flags on top, so
 anything set explicitly wins; `--no-preset` starts from the package base
@@ -24,7 +25,7 @@ from pathlib import Path
 DIR = Path(__file__).parent
 DEFAULT = "default"  # the stem of the file for envs without one of their own
 # ... and for a suite's ids without one
-SUITES = {"ALE/": "atari", "popgym-": "popgym", "MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+SUITES = {"ALE/": "atari", "popgym-": "popgym"}
 FALLBACKS = (DEFAULT, *SUITES.values())
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from distributed_ac.commands.main import main
+from distributed_ac.commands.main import cli
 
-sys.exit(main())
+sys.exit(cli())

@@ -373,3 +373,23 @@ def made_cartpole(**kwargs):
 def made_popgym(**kwargs):
     """A popgym env made by a function (its package imported by --gym-packages)."""
     return gym.make("popgym-RepeatPreviousEasy-v0", **kwargs)
+
+
+class BlocksAfter(Countdown):
+    """Countdown until the process stepping it has taken STEPS steps (over all its
+    sub-envs), then a step that blocks for ten minutes, as a hung simulator's would. Where
+    $DAC_TEST_BLOCK_MARK names a file, the blocking process writes its pid there first,
+    so a test waits on that instead of on time."""
+
+    STEPS = 2000
+    taken = 0  # this process's steps, every sub-env's
+
+    def step(self, action):
+        BlocksAfter.taken += 1
+        if BlocksAfter.taken > self.STEPS:
+            mark = os.environ.get("DAC_TEST_BLOCK_MARK")
+            if mark:
+                with open(mark, "a") as f:
+                    f.write(f"{os.getpid()}\n")
+            time.sleep(600)
+        return super().step(action)

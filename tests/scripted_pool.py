@@ -35,7 +35,7 @@ class ScriptedPool:
     def __len__(self):
         return self.n
 
-    def placement(self):
+    def placement(self, stopped=None):
         return []
 
     def learner_node(self):
@@ -50,7 +50,7 @@ class ScriptedPool:
         self.holding[worker] = weights
         self.log.append(("submit", worker, weights.version))
 
-    def wait(self, num, resubmit=None):
+    def wait(self, num, resubmit=None, stopped=None):
         self.log.append(("wait", num, None if resubmit is None else resubmit.version))
         out = []
         while len(out) < num:
@@ -124,14 +124,14 @@ class OverlapProbe(ScriptedPool):
         self.seen = threading.Event()
         self.overlapped: list[bool] = []
 
-    def wait(self, num, resubmit=None):
+    def wait(self, num, resubmit=None, stopped=None):
         running = False
         if self.deliveries:  # the first wait has no step to overlap
             running = self.in_step.wait(self.PATIENCE_S)
             if running:
                 self.seen.set()
         self.overlapped.append(running)
-        return super().wait(num, resubmit)
+        return super().wait(num, resubmit, stopped)
 
     def step_begins(self, wait_to_be_seen: bool):
         """Run by each learner step before it computes: announce the step and, unless no

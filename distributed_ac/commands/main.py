@@ -208,5 +208,21 @@ def main(argv: list[str] | None = None) -> int:
         shutdown_ray()
 
 
+def cli() -> int:
+    """The `dac` process: `main`, and no process of its own left when it ends. It adopts
+    what its children leave (a killed raylet's workers), ends whatever is still under it
+    as it exits, and a stop signal that is not acted on within stop_timeout_s ends it
+    (signals.StopSignals). Only here, not in `main`, which tests call in-process."""
+    from distributed_ac.core.processes import adopt_orphans, end_descendants
+    from distributed_ac.training.signals import exit_when_overdue
+
+    adopt_orphans()
+    exit_when_overdue()
+    try:
+        return main()
+    finally:
+        end_descendants()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

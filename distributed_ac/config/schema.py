@@ -212,6 +212,8 @@ class Config:
     """Updates between checkpoints (one is also written at the end and on Ctrl-C / SIGTERM); envs are never restarted for one."""
     keep_checkpoints: int = 3
     """How many of the newest checkpoints stay on disk."""
+    stop_timeout_s: float = 10.0
+    """Seconds a run may take to end after SIGINT / SIGTERM: half-way a wait for batches that still blocks (an env step that hangs) is given up and the last complete update checkpointed; at the end `dac` ends every process under it and exits."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -339,6 +341,7 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.eval_episodes >= 1, "eval_episodes must be >= 1"),
         (c.log_every_s > 0, "log_every_s must be > 0"),
         (c.checkpoint_every >= 1, "checkpoint_every must be >= 1"),
+        (c.stop_timeout_s > 0, "stop_timeout_s must be > 0"),
         (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
     ]
 

@@ -4,6 +4,8 @@ A spawned child keeps running when its parent is killed (SIGTERM's default actio
 only the parent), holding the caller's stdout pipe open and its memory. Two guards:
 - every child asks the kernel for SIGTERM when its parent dies (Linux PR_SET_PDEATHSIG),
   which covers a parent that is killed outright;
+- `adopt_orphans` makes `dac` inherit what its children leave (a dead raylet's
+  workers), and `end_descendants` ends whatever is still under it as it exits;
 - `run_in_child` and `stop_children` terminate and reap children on any exception in
   the parent, KeyboardInterrupt and SystemExit included, and `exit_on_sigterm` turns
   SIGTERM into SystemExit so that those cleanups run.
@@ -17,8 +19,10 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36
 JOIN_S = 5.0  # how long a terminated child gets before it is killed
 
 
@@ -33,6 +37,61 @@ def die_with_parent(parent_pid: int) -> None:
         return
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no prctl in this libc
+        return False
+
+
+def adopt_orphans() -> bool:
+    """Make this process the one that inherits its descendants whose parent dies (Linux
+    PR_SET_CHILD_SUBREAPER), instead of init: the workers of a local Ray whose raylet
+    was killed stay findable by end_descendants. False where the OS has no such call."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every live process under `pid` (this one by default), from /proc; [] elsewhere."""
+    root, children = pid or os.getpid(), {}
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def end_descendants(grace_s: float = 2.0) -> list[int]:
+    """SIGTERM every process under this one, SIGKILL those still there after `grace_s`;
+    return the pids that were found."""
+    pids = descendants()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        if sig == signal.SIGTERM:
+            deadline = time.monotonic() + grace_s
+            while set(descendants()) & set(pids) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    return pids
 
 
 @contextlib.contextmanager

@@ -18,13 +18,14 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import os
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from distributed_ac.core.errors import BadInput, ConfigError, EnvError
-from distributed_ac.envs import atari, multiagent, reading, selfplay
+from distributed_ac.envs import atari, multiagent, reading, selfplay, subproc
 from distributed_ac.envs.packages import import_packages, unknown_id_hint
 from distributed_ac.envs.space import EnvSpace, space_of
 
@@ -192,6 +193,7 @@ def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
     if mode == "async":
         # fork after TensorFlow or Ray threads exist can deadlock; spawn is always safe.
         vector_kwargs["context"] = "spawn"
+        vector_kwargs["worker"] = functools.partial(subproc.env_worker, os.getpid())
     wrappers = [*extra, _index_wrapper()] if mode == "sync" else extra or None
     return _checked(made(env, lambda: gym.make_vec(
         env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs,

@@ -7,6 +7,8 @@ TF_CPP_MIN_LOG_LEVEL no longer silences. They are the first thing a user would r
 and they bury our own output. `load_tensorflow()` points fd 2 at a temporary file while
 TensorFlow loads and queries its devices, then writes back every line that is not one
 of those known start-up lines: an unknown line, a real error, still reaches stderr.
+The learner's warm-up step (its first graph run, where oneDNN says what it falls back
+on) is held alike; the known lines go to the run directory's startup.log.
 """
 
 from __future__ import annotations
@@ -31,12 +33,20 @@ KNOWN_LINES = (
     r"Unable to register cu(DNN|FFT|BLAS) factory",
     r"computation placer already registered",
     r"TF-TRT Warning: Could not find TensorRT",
+    # oneDNN's first bool op on a CPU without AVX-512 (an E line, but not an error)
+    r"oneDNN supports DT_BOOL only on platforms with AVX-512",
 )
 # Without any NVIDIA device, cuInit failing is the expected way of finding no GPU; with
 # one, it is the reason the GPU goes unused, and the user must see it.
 NO_GPU_LINES = (r"cuda_platform\.cc:\d+\] failed call to cuInit",)
 
 _lock = threading.Lock()  # fd 2 is process-wide: one redirection at a time
+_held: list[str] = []  # the known lines kept off the console, for the run's startup.log
+
+
+def held_lines() -> list[str]:
+    """The known start-up lines this process kept off the console so far, in order."""
+    return list(_held)
 
 
 def has_nvidia_device() -> bool:
@@ -68,7 +78,9 @@ def quiet_startup_lines():
             held.seek(0)
             known = _known()
             text = held.read().decode("utf-8", errors="replace")
-            kept = [line for line in text.splitlines(keepends=True) if not known.search(line)]
+            lines = text.splitlines(keepends=True)
+            kept = [line for line in lines if not known.search(line)]
+            _held.extend(line for line in lines if known.search(line))
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()

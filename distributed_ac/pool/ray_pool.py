@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from distributed_ac.acting.evaluation import Evaluator
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.plan import RunPlan, auto_workers, make_plan
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch, Weights
-from distributed_ac.core.errors import BadInput, NonFiniteError, WorkerFailure
+from distributed_ac.core.errors import BadInput, Interrupted, NonFiniteError, WorkerFailure
 from distributed_ac.pool import ray_cluster
 from distributed_ac.pool.base import OneAtATime
 from distributed_ac.pool.ray_cluster import local_num_cpus
 
+POLL_S = 0.2  # how often a wait looks at the stop flag: a ready batch returns it at once
 log = logging.getLogger(__name__)
 
 ray = None  # the ray module, once load() has imported it
@@ -122,14 +124,15 @@ class RayPool:
     def __len__(self) -> int:
         return len(self.workers)
 
-    def placement(self, warn_after_s: float = 30.0) -> list[dict]:
-        """Each worker's id, pid, memory and node (blocks until every worker has started).
+    def placement(self, stopped=lambda: False, warn_after_s: float = 30.0) -> list[dict]:
+        """Each worker's id, pid, memory and node (blocks until every worker has started,
+        or `stopped()`: Interrupted).
 
         Workers the cluster has no room for wait for it (an autoscaler may add nodes);
         after `warn_after_s` a warning says how many wait and what they need."""
         refs = [w.info.remote() for w in self.workers]
         self._started.update(enumerate(refs))
-        _, waiting = ray.wait(refs, num_returns=len(refs), timeout=warn_after_s)
+        waiting = _wait_all(refs, warn_after_s, stopped)
         if waiting:
             free, total = (ray.available_resources().get("CPU", 0.0),
                            ray.cluster_resources().get("CPU", 0.0))
@@ -137,6 +140,7 @@ class RayPool:
                         "the cluster has %g of %g free; waiting for room (or lower "
                         "--num-workers / --worker-cpus)", len(waiting), len(refs), warn_after_s,
                         self.cfg.worker_cpus, free, total)
+        _wait_all(refs, None, stopped)
         infos = [self._started_info(i, ref) for i, ref in enumerate(refs)]
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
         return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]
@@ -188,7 +192,8 @@ class RayPool:
     def submit(self, worker: int, weights_ref: ray.ObjectRef | Weights) -> None:
         self._in_flight[self.workers[worker].collect.remote(weights_ref)] = worker
 
-    def wait(self, num: int, resubmit: ray.ObjectRef | Weights | None = None) -> list[Batch]:
+    def wait(self, num: int, resubmit: ray.ObjectRef | Weights | None = None,
+             stopped=lambda: False) -> list[Batch]:
         """Block until `num` whole batches have arrived; replace workers that fail meanwhile.
 
         A worker whose batch arrives is handed `resubmit` at once, before the others are
@@ -198,13 +203,13 @@ class RayPool:
 
         A failed collect yields nothing (a batch arrives whole or not at all), so no update
         ever sees a partial or duplicated batch; the replacement is submitted with the
-        newest weights before it samples.
+        newest weights before it samples. `stopped()` is looked at every POLL_S.
         """
         batches: list[Batch] = []
-        while len(batches) < num:
+        while len(batches) < num and not stopped():
             refs = list(self._in_flight)
-            ready, _ = ray.wait(refs, num_returns=1)
-            if len(refs) > 1:  # whatever else is already here, without blocking
+            ready, _ = ray.wait(refs, num_returns=1, timeout=POLL_S)
+            if ready and len(refs) > 1:  # whatever else is already here, without blocking
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             ready = ready[:num - len(batches)]
             slots = [self._in_flight.pop(ref) for ref in ready]
@@ -384,6 +389,19 @@ class RayEvaluation(OneAtATime):
         if self._actor is not None and ray.is_initialized():
             ray.kill(self._actor)
         self._actor, self._flight = None, None
+
+
+def _wait_all(refs: list, timeout_s: float | None, stopped) -> list:
+    """ray.wait for all of `refs` up to `timeout_s` (None: no limit), looking at
+    `stopped()` every POLL_S (Interrupted when it is true); the refs still waiting."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    waiting = refs
+    while waiting and (deadline is None or time.monotonic() < deadline):
+        signum = stopped()  # a signal, or None
+        if signum:
+            raise Interrupted(signum)
+        _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=POLL_S)
+    return waiting
 
 
 def shutdown() -> None:

@@ -37,7 +37,7 @@ class SerialPool:
     def __len__(self) -> int:
         return len(self.workers)
 
-    def placement(self) -> list[dict]:
+    def placement(self, stopped=lambda: False) -> list[dict]:
         return [{**w.info(), "node_ip": "in-process", "node": "local"} for w in self.workers]
 
     def learner_node(self) -> str:
@@ -49,9 +49,12 @@ class SerialPool:
     def submit(self, worker: int, weights: Weights) -> None:
         self._queue.append((worker, weights))
 
-    def wait(self, num: int, resubmit: Weights | None = None) -> list[Batch]:
+    def wait(self, num: int, resubmit: Weights | None = None,
+             stopped=lambda: False) -> list[Batch]:
         batches = []
         for _ in range(num):
+            if stopped():
+                break
             worker, weights = self._queue.pop(0)
             batch = self.workers[worker].collect(weights)
             self._actions[worker].append(batch.actions)

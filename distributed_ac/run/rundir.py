@@ -76,9 +76,19 @@ class RunDir:
     def best_record(self) -> Path:
         return self.best / "best.json"
 
+    @property
+    def startup_log(self) -> Path:
+        return self.path / "startup.log"
+
     def entries(self) -> list[Path]:
         return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics,
-                self.best]
+                self.best, self.startup_log]
+
+    def keep_startup_lines(self, lines: list[str]) -> None:
+        """Append the start-up lines kept off the console (TensorFlow's notices)."""
+        if lines:
+            with named(self.startup_log), open(self.startup_log, "a", encoding="utf-8") as f:
+                f.writelines(lines)
 
     def read_best(self) -> dict | None:
         """best.json (the best evaluation's score, update and checkpoint), or None: no

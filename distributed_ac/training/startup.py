@@ -17,7 +17,7 @@ from distributed_ac.config.plan import (
     auto_workers, learner_inter_op_threads, learner_tf_threads, make_plan)
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import DeviceError
-from distributed_ac.learning.tf_runtime import has_nvidia_device, load_tensorflow
+from distributed_ac.learning.tf_runtime import has_nvidia_device, load_tensorflow, quiet_startup_lines
 from distributed_ac.models.spec import ModelSpec
 from distributed_ac.pool.base import Pool
 from distributed_ac.pool.serial import SerialPool
@@ -125,7 +125,8 @@ def _warm_learner(cfg: Config, space, threads: int | None):
         from distributed_ac.learning.policy_set import learner_for
 
     learner = learner_for(cfg, space)
-    learner.warm_up()
+    with quiet_startup_lines():  # its first graph run: oneDNN's fall-back notices
+        learner.warm_up()
     return learner
 
 

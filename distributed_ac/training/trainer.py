@@ -32,6 +32,7 @@ from distributed_ac.core.errors import NonFiniteError, NonFiniteLossError, RunSt
 from distributed_ac.core.policies import episodes_by_policy, groups_for
 from distributed_ac.envs.games import check_greedy
 from distributed_ac.envs.vector import reading_lines, resolved, space_for
+from distributed_ac.learning.tf_runtime import held_lines
 from distributed_ac.models.spec import encoder_for
 from distributed_ac.pool.address import check_address
 from distributed_ac.pool.base import Pool
@@ -46,7 +47,7 @@ from distributed_ac.run.metrics import (
 from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
 from distributed_ac.training.selfplay import SnapshotPool
-from distributed_ac.training.signals import StopSignals
+from distributed_ac.training.signals import Overdue, StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState
 from distributed_ac.training.steps import Flight, steps_for
@@ -99,7 +100,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
             print(f"observation entries left out of what the networks read: "
                   f"{', '.join(space.dropped)} (--text-obs hash reads text)", file=sys.stderr,
                   flush=True)
-        with StopSignals() as stop:  # from here on a signal is a flag, acted on at safe points
+        with StopSignals(cfg.stop_timeout_s) as stop:  # from here on a signal is a flag, acted on at safe points
             trainer = _session(cfg, space, path, lock, stop, address, dashboard, resume,
                                overwrite, progress, learner, on_update)
     return trainer.summary(time.monotonic() - start, stop)
@@ -117,8 +118,9 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
         stop.check_startup()
         run = (rundir.resume_run(path, cfg) if resume
                else rundir.new_run(path, cfg, overwrite, lock))
+        run.keep_startup_lines(held_lines())
         with Trainer(cfg, run, pool, space, resume, progress, learner, on_update) as trainer:
-            for info in pool.placement():
+            for info in pool.placement(stop.stopped):
                 trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
                                       f"node {info['node_ip']} ({info['node']}), "
                                       f"{info['rss_mb']:.0f} MB resident")
@@ -202,8 +204,9 @@ class Trainer:
                 while (counts.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
                        and not self.solved() and not stop.received):
                     # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
-                    batches = pool.wait(self.per_update,
-                                        resubmit=None if hold or flight else ref)
+                    batches = self._wait(stop, None if hold or flight else ref)
+                    if stop.received:  # what came is left: the run ends at the last update
+                        break
                     if rounds:  # they sample with these weights while the learner trains
                         self._submit_all(ref)
                     if hold:  # joined in worker order, not arrival order: a seed then repeats the run
@@ -227,6 +230,17 @@ class Trainer:
             finally:  # a stop or an error lands the step under way before anything is saved
                 if flight:
                     self._land(flight.batch, flight.step.result(), ref)
+
+    def _wait(self, stop: StopSignals, resubmit) -> list[Batch]:
+        """pool.wait for the next update's batches, ended early by a stop signal, or by
+        Overdue when a collect still blocks (an env step that hangs) half of
+        stop_timeout_s after it."""
+        try:
+            with stop.abandonable():
+                return self.pool.wait(self.per_update, resubmit=resubmit, stopped=stop.stopped)
+        except Overdue as e:
+            self.progress.note(f"{e}: leaving the collect under way")
+            return []
 
     def _submit_all(self, ref):
         """Start a collect on every worker with `ref`; return it."""

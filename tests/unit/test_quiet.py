@@ -41,3 +41,16 @@ def test_a_line_that_is_not_a_known_start_up_line_is_written_back_in_order():
         print("after", file=sys.stderr)
     """)
     assert out.stderr.splitlines() == ["first real line", "second, from Python", "after"]
+
+
+def test_known_lines_are_kept_for_the_run_directory_and_the_bool_notice_is_one():
+    out = run("""
+        import os
+        from distributed_ac.learning.tf_runtime import held_lines, quiet_startup_lines
+        with quiet_startup_lines():
+            os.write(2, b"E0000 00:00:1.2  7 mkl_util.h:48] oneDNN supports DT_BOOL only on "
+                        b"platforms with AVX-512. Falling back to the default Eigen-based "
+                        b"implementation if present.\\n")
+        print(len(held_lines()), "DT_BOOL" in held_lines()[0])
+    """)
+    assert out.stderr == "" and out.stdout.split() == ["1", "True"], out.stderr

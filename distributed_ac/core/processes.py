@@ -26,33 +26,31 @@ PR_SET_CHILD_SUBREAPER = 36
 JOIN_S = 5.0  # how long a terminated child gets before it is killed
 
 
+def _prctl(option: int, value: int) -> bool | None:
+    """Linux prctl(option, value): whether it succeeded; None where there is no prctl
+    (another OS, or none in this libc)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return None
+
+
 def die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to send this process SIGTERM when its parent exits (Linux; a no-op
     elsewhere); exit at once if `parent_pid` already has (it died before the request)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):  # no prctl in this libc: the parent's cleanup remains
-        return
+    if _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM)) is None:
+        return  # no prctl here: the parent's cleanup remains
     if os.getppid() != parent_pid:
         os._exit(1)
-
-
-def _prctl(option: int, value: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # no prctl in this libc
-        return False
 
 
 def adopt_orphans() -> bool:
     """Make this process the one that inherits its descendants whose parent dies (Linux
     PR_SET_CHILD_SUBREAPER), instead of init: the workers of a local Ray whose raylet
     was killed stay findable by end_descendants. False where the OS has no such call."""
-    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return bool(_prctl(PR_SET_CHILD_SUBREAPER, 1))
 
 
 def descendants(pid: int | None = None) -> list[int]:

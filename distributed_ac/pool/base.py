@@ -32,9 +32,9 @@ class Pool(Protocol):
 
     def __len__(self) -> int: ...
 
-    def placement(self, stopped: Callable[[], bool] = lambda: False) -> list[dict]:
+    def placement(self, stopped: Callable[[], object] = lambda: None) -> list[dict]:
         """Each worker's worker_id, pid, rss_mb, node_ip and node (waits for all to start;
-        raises errors.Interrupted if `stopped()` turns true meanwhile)."""
+        raises errors.Interrupted if `stopped()` names a signal meanwhile)."""
 
     def learner_node(self) -> str:
         """Where the learner (this process) runs, for the start-up line."""
@@ -46,10 +46,10 @@ class Pool(Protocol):
         """Start one collect() on `worker` with these weights (it has none in flight)."""
 
     def wait(self, num: int, resubmit: WeightsRef | None = None,
-             stopped: Callable[[], bool] = lambda: False) -> list[Batch]:
+             stopped: Callable[[], object] = lambda: None) -> list[Batch]:
         """The next `num` whole batches. With `resubmit`, a worker is handed it the moment
         its batch arrives, so it samples while the others are awaited and the learner trains.
-        Fewer once `stopped()` turns true (a stop signal): the wait ends then."""
+        Fewer once `stopped()` names a stop signal: the wait ends then."""
 
     def idle(self) -> list[int]:
         """The workers with no collect in flight (their batch arrived without a resubmit)."""

@@ -140,7 +140,7 @@ class RayPool:
                         "the cluster has %g of %g free; waiting for room (or lower "
                         "--num-workers / --worker-cpus)", len(waiting), len(refs), warn_after_s,
                         self.cfg.worker_cpus, free, total)
-        _wait_all(refs, None, stopped)
+        _wait_all(waiting, None, stopped)
         infos = [self._started_info(i, ref) for i, ref in enumerate(refs)]
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
         return [{**i, "node_ip": ips.get(i["node_id"], "?"), "node": i["node_id"][:8]} for i in infos]

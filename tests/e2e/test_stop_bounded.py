@@ -16,7 +16,7 @@ import psutil
 import pytest
 import ray  # noqa: F401  Ray puts its bundled psutil on sys.path
 from helpers import environ_with_tests, popen_dac
-from stopping import EXIT_LIMIT_S, alive, cmdline, communicate_or_kill, kill_tree, wait_for_rows
+from stopping import cmdline, communicate_or_kill, kill_tree, wait_for_rows, wait_until_gone
 
 SMALL = ("--envs-per-worker", "2", "--rollout-length", "8", "--hidden-sizes", "16",
          "--total-env-steps", "100000000", "--log-every-s", "0.1", "--checkpoint-every", "1000")
@@ -38,13 +38,6 @@ def wait_for_mark(proc, mark, timeout=240) -> list[int]:
 
 def descendants(pid) -> list:
     return psutil.Process(pid).children(recursive=True)
-
-
-def gone_within(procs, timeout=EXIT_LIMIT_S) -> list:
-    deadline = time.monotonic() + timeout
-    while alive(procs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [(p.pid, cmdline(p)[:80]) for p in alive(procs)]
 
 
 def stopped_with_its_last_update(proc, run_dir) -> dict:
@@ -85,7 +78,7 @@ def test_sigterm_ends_a_ray_run_whose_env_step_hangs_and_leaves_no_process(
     children = descendants(proc.pid)
     assert set(blocked) <= {c.pid for c in children}
     stopped_with_its_last_update(proc, run_dir)
-    assert not gone_within(children)
+    assert not [(p.pid, cmdline(p)[:80]) for p in wait_until_gone(children)]
 
 
 def test_sigterm_after_the_raylet_was_killed_ends_the_run_and_every_process(tmp_path):
@@ -101,5 +94,5 @@ def test_sigterm_after_the_raylet_was_killed_ends_the_run_and_every_process(tmp_
     proc.send_signal(signal.SIGTERM)
     out, err = communicate_or_kill(proc)
     assert proc.returncode != 0 and "Traceback" not in err, err[-3000:]
-    assert not gone_within(children)
+    assert not [(p.pid, cmdline(p)[:80]) for p in wait_until_gone(children)]
     assert not os.path.exists(run_dir / "checkpoints" / "ckpt-0_temp")

@@ -4,8 +4,9 @@
 tic-tac-toe, connect four, ...). In each copy the policy being trained plays one seat,
 drawn at random every episode, and an opponent plays the other: a fixed player or a
 frozen earlier version of the policy, as `opponents` (set by the worker) draws one per
-episode. The opponent's moves are made inside the env, for every copy whose turn it is
-at once (one batched forward pass), so a step of the vector env is the policy's move
+episode; each game keeps the opponent it drew until it ends. The opponent's moves are
+made inside the env, for every copy whose turn it is at once (one batched forward
+pass), so a step of the vector env is the policy's move
 and the opponent's reply, and its reward is the policy's seat's reward over both
 (+1 a win, -1 a loss, 0 a draw in the classic games).
 
@@ -35,6 +36,9 @@ class Baseline:
 
     def draw(self, rng: np.random.Generator) -> int:
         return -1
+
+    def release(self, playing: np.ndarray) -> None:
+        """Nothing to let go: a fixed player has no versions."""
 
     def act(self, obs: dict, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         masks = np.asarray(obs["action_mask"])
@@ -113,6 +117,7 @@ class SelfPlayVectorEnv(gym.vector.VectorEnv):
             terminated[c] = not fresh[c] and bool(game.terminations[seat])
             truncated[c] = not fresh[c] and not terminated[c] and bool(game.truncations[seat])
         self._ended = terminated | truncated
+        self.opponents.release(self.opponent_ids)
         return self._observe(), rewards, terminated, truncated, {}
 
     def _over(self, c: int) -> bool:

@@ -118,10 +118,62 @@ def test_the_workers_pool_draws_each_game_s_opponent_from_the_versions_sent(tmp_
     for _ in range(4):
         worker.collect()
         drawn |= set(worker.envs.opponent_ids.tolist())
-    assert drawn == {0, 1}
+    assert drawn == {1, 2}  # the versions themselves, which a game holds to its end
     again = SnapshotPool(tmp_path / "opponents", size=2, every=5)  # a resume reads them back
     assert sorted(again.frozen) == [1, 2] and not again.due(7) and again.due(10)
     np.testing.assert_array_equal(again.frozen[2]["actor.head"][0], pool.frozen[2]["actor.head"][0])
+
+
+def _played_by(policy, base: Weights) -> int:
+    """The version a frozen policy is, read from its weights (version v = base * (1 + v))."""
+    name = next(n for n in policy.weights.parts if n.startswith("actor"))
+    return round(float(policy.weights.parts[name][0].flat[0] / base.parts[name][0].flat[0])) - 1
+
+
+def test_a_game_keeps_its_opponent_s_version_when_the_pool_drops_it_mid_game(tmp_path):
+    """The pool drops its oldest version while games are under way: every move of every
+    game is played by one version, the one the game drew, and a dropped version is let
+    go once no game plays it."""
+    cfg = Config(env=TTT, self_play=True, num_envs=4, rollout_length=8)
+    from distributed_ac.learning.learner import Learner
+
+    worker = RolloutWorker(cfg, 0, limit_cpus=False)
+    base = Learner(cfg, worker.space).weights()
+    pool = SnapshotPool(tmp_path / "opponents", size=2, every=1)
+    venv, opponents = make_vector_env(TTT, 16, self_play=True), OpponentPool(worker.space, worker.policy.spec)
+    venv.opponents = opponents
+    games, game_of, spanned = {}, np.arange(16), 0
+    real_act = opponents.act
+
+    def act(obs, ids, rng):  # which version's weights move in each copy
+        waiting = [c for c in range(16) if not venv._over(c)
+                   and venv.copies[c].agent_selection != venv._seat[c]]
+        for c, k in zip(waiting, ids):
+            if k >= 0:
+                games.setdefault(game_of[c], set()).add(_played_by(opponents.policy(int(k)), base))
+        return real_act(obs, ids, rng)
+
+    opponents.act = act
+    for v in (1, 2):
+        pool.add(_versions(base, v, 1.0 + v))
+    opponents.load(pool.attach(_versions(base, 3, 1.0)))
+    rng, next_game = np.random.default_rng(0), 16
+    obs, _ = venv.reset(seed=0)
+    for step in range(60):
+        if step == 20:  # v1 leaves the pool while some games that drew it are under way
+            held = {int(game_of[c]) for c in range(16) if venv.opponent_ids[c] == 1 and not venv._ended[c]}
+            assert held
+            pool.add(_versions(base, 3, 4.0))
+            opponents.load(pool.attach(_versions(base, 4, 1.0)))
+        obs, _, term, trunc, _ = venv.step(random_moves(obs["action_mask"], rng))
+        for c in np.flatnonzero(term | trunc):
+            game_of[c], next_game = next_game, next_game + 1
+        if step > 20 and not (set(venv.opponent_ids.tolist()) & {1}):
+            assert 1 not in opponents.policies  # nobody plays it: let go
+    spanned = [g for g in held if 1 in games.get(g, set())]
+    assert spanned, "no game that drew v1 moved after the drop"
+    assert all(len(versions) == 1 for versions in games.values()), games
+    assert {v for vs in games.values() for v in vs} == {1, 2, 3}
 
 
 @pytest.mark.parametrize("fields, needle", [

@@ -53,20 +53,25 @@ def make_pool(cfg: Config, address: str | None, dashboard: bool, rows_per_env: i
     return load_ray(cfg, address).make_pool(cfg, address, dashboard, rows_per_env)
 
 
+UNUSED_BY_KERAS = ("matplotlib", "pandas")
+
+
 @contextlib.contextmanager
-def _without_matplotlib():
-    """Keras imports matplotlib (pyplot too, a fifth of TensorFlow's import time) only for
-    image-gallery helpers, inside try/except ImportError; the learner never draws, so
-    matplotlib stays hidden while TensorFlow loads and importable again after."""
-    if "matplotlib" in sys.modules:
-        yield
-        return
-    sys.modules["matplotlib"] = None  # `import matplotlib...` now raises ImportError
+def _without_unused_imports():
+    """Keras imports matplotlib (pyplot too) for image-gallery helpers and pandas for
+    DataFrame inputs to fit(), each inside try/except ImportError, and together they are
+    about a third of TensorFlow's import time. The learner neither draws nor fits, so
+    both stay hidden while TensorFlow loads and are importable again after (Keras's own
+    modules keep their ImportError fallbacks)."""
+    hidden = [name for name in UNUSED_BY_KERAS if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # `import name...` now raises ImportError
     try:
         yield
     finally:
-        if "matplotlib" in sys.modules and sys.modules["matplotlib"] is None:
-            del sys.modules["matplotlib"]
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: bool, stop=None,
@@ -120,7 +125,7 @@ def build_learner(cfg: Config, space, threads: int | None):
 
 
 def _warm_learner(cfg: Config, space, threads: int | None):
-    with _without_matplotlib():
+    with _without_unused_imports():
         learner_tensorflow(cfg, space, threads)
         from distributed_ac.learning.policy_set import learner_for
 

@@ -7,6 +7,8 @@ interpreter, so that no earlier test has imported either.
 
 import textwrap
 
+import pytest
+
 from helpers import python
 
 SCRIPT = textwrap.dedent("""
@@ -115,16 +117,20 @@ def test_more_workers_than_cores_asked_for_share_the_cores_instead_of_waiting(tm
     assert started == {f"worker {i}" for i in range(workers)}, out.stderr[-2000:]
 
 
-def test_matplotlib_is_hidden_only_while_tensorflow_loads():
+@pytest.mark.parametrize("module", ["matplotlib", "pandas"])
+def test_keras_s_unused_imports_are_hidden_only_while_tensorflow_loads(module):
     code = ("import importlib, sys\n"
-            "from distributed_ac.training.startup import _without_matplotlib\n"
-            "with _without_matplotlib():\n"
+            "from distributed_ac.training.startup import _without_unused_imports\n"
+            "with _without_unused_imports():\n"
+            "    import tensorflow as tf\n"
+            "    tf.keras.layers.Dense(1)\n"
+            f"    assert {module!r} not in [n for n, m in sys.modules.items() if m is not None]\n"
             "    try:\n"
-            "        import matplotlib\n"
-            "        raise SystemExit('matplotlib was importable')\n"
+            f"        import {module}\n"
+            f"        raise SystemExit('{module} was importable')\n"
             "    except ImportError:\n"
             "        pass\n"
-            "import matplotlib.pyplot\n"
+            f"import {module}\n"
             "print('ok')\n")
     out = python("-c", code, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

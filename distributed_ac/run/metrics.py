@@ -225,6 +225,8 @@ class MetricsLog:
         if resume_at is not None:
             with named(jsonl_path):
                 keep_rows_up_to(jsonl_path, resume_at)
+            with named(tensorboard_dir, (tf.errors.OpError,)):
+                keep_events_up_to(tf, tensorboard_dir, resume_at)
         with named(tensorboard_dir, (tf.errors.OpError,)):
             self._writer = tf.summary.create_file_writer(str(tensorboard_dir))
         self._jsonl = open(jsonl_path, "a", encoding="utf-8")
@@ -281,6 +283,33 @@ def keep_rows_up_to(path: Path, env_steps: int) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def keep_events_up_to(tf, tensorboard_dir: Path, env_steps: int) -> None:
+    """On resume, drop the TensorBoard scalars logged after the checkpoint, as
+    keep_rows_up_to does for metrics.jsonl: a run killed after its last checkpoint would
+    otherwise show that stretch twice. Each events file is rewritten without them (its
+    other records, such as the file's version header, stay), and a torn last record
+    from the kill is dropped."""
+    from tensorflow.core.util.event_pb2 import Event
+
+    for path in sorted(Path(tensorboard_dir).glob("events.out.tfevents.*")):
+        kept, dropped = [], False
+        try:
+            for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+                event = Event.FromString(record)
+                if event.HasField("summary") and event.step > env_steps:
+                    dropped = True
+                else:
+                    kept.append(record)
+        except tf.errors.DataLossError:  # a record the kill cut short
+            dropped = True
+        if dropped:
+            tmp = path.with_name(path.name + ".tmp")
+            with tf.io.TFRecordWriter(str(tmp)) as writer:
+                for record in kept:
+                    writer.write(record)
+            os.replace(tmp, path)
 
 
 def percentile(counts: collections.Counter, q: float) -> int | None:

@@ -1,6 +1,7 @@
 """Faults during real runs on a local Ray: killed workers are replaced and the run still
 learns; an env that raises or emits NaN stops the run with one clear line."""
 
+import collections
 import json
 import os
 import re
@@ -171,6 +172,12 @@ def test_driver_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r["env_steps"] for r in rows]
     assert steps == sorted(steps) and steps[-1] == budget  # no rows from the lost stretch
+    logged = collections.Counter(
+        (v.tag, e.step) for f in (run / "tb").glob("events.out.tfevents.*")
+        for e in tf.compat.v1.train.summary_iterator(str(f)) for v in e.summary.value)
+    twice = sorted(k for k, n in logged.items() if n > 1)
+    assert not twice, f"TensorBoard holds the lost stretch twice: {twice[:5]}"
+    assert {step for _, step in logged} == set(steps)
 
 
 PLACEMENT_SCRIPT = textwrap.dedent("""

@@ -111,6 +111,8 @@ def run(argv: list[str]) -> int:
     # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
     shutdown_ray()
     print(json.dumps(summary), flush=True)
+    if summary["stopped_by"] == "callback":  # a callback ended it: a clean end
+        return 0
     if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
         return 128 + signal.Signals[summary["stopped_by"]].value
     return 0

@@ -119,6 +119,13 @@ def _hook(callbacks: list) -> Callable[[dict, Callable[[], str]], bool | None]:
     return hook
 
 
+def hook_for(callbacks) -> Callable[[dict, Callable[[], str]], bool | None] | None:
+    """The on_update hook of callbacks (objects, functions, `module:attr` strings); None
+    for none."""
+    hooks = [resolve(c) if isinstance(c, str) else c for c in callbacks]
+    return _hook(hooks) if hooks else None
+
+
 def _env_name(env) -> str | None:
     """A callable env: registered with Gymnasium under a generated id."""
     if env is None or isinstance(env, str):

@@ -104,13 +104,18 @@ def run(argv: list[str]) -> int:
         train,  # heavy imports only once the flags are good
     )
 
+    from distributed_ac.api import hook_for  # --callbacks: module:attr, run in this process
+
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
                     run_dir=args.resume or args.run_dir, resume=args.resume is not None,
-                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env))
+                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env),
+                    on_update=hook_for(args.cfg.callbacks))
     # Ray first: its driver-side log forwarding may still print a worker's last words
     # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
     shutdown_ray()
     print(json.dumps(summary), flush=True)
+    if summary["stopped_by"] == "callback":  # a callback ended it: a clean end
+        return 0
     if summary["stopped_by"]:  # checkpointed and shut down cleanly, but not finished
         return 128 + signal.Signals[summary["stopped_by"]].value
     return 0

@@ -62,6 +62,8 @@ class Config:
     """sync (A2C): one batch from every worker per update. async (IMPALA-like): update on whichever batch is ready, lag corrected."""
     serial: bool = False
     """Run the same classes in one process without Ray (debugging, exact reproducibility)."""
+    callbacks: tuple[str, ...] = ()
+    """`module:attr` callbacks run in the driver after each update (distributed_ac.api: a function of the update's metrics, or an object with on_update/on_evaluation/on_checkpoint); one returning False ends the run cleanly. YAML: a list, or one name."""
     num_workers: int = 0
     """Rollout workers; 0 = as many as the CPUs hold (one CPU kept for the learner on a single machine), at most one per sub-env of num_envs."""
     num_envs: int = 32

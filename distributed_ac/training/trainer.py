@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 
 # on_update(row, save): called after every applied update with the run's counters and
 # that update's learner metrics (`row`); `save()` writes a checkpoint now and returns its
-# path. Hyperparameter search (tuning/) reports to Ray Tune through it.
-UpdateHook = Callable[[dict, Callable[[], str]], None]
+# path. Hyperparameter search (tuning/) reports to Ray Tune through it. Returning False
+# ends the run after this update, as a stop signal does (summary's stopped_by "callback").
+UpdateHook = Callable[[dict, Callable[[], str]], "bool | None"]
 
 
 def train(cfg: Config, address: str | None = None, dashboard: bool = False,
@@ -146,6 +147,7 @@ class Trainer:
 
         self.cfg, self.run, self.pool = cfg, run, pool
         self.on_update = on_update
+        self.hook_stopped = False  # on_update returned False: end the run cleanly
         self.learner = learner_for(cfg, space) if learner is None else learner
         self.plan = pool.plan
         self.num_workers = self.plan.workers
@@ -202,7 +204,8 @@ class Trainer:
         with steps:
             try:
                 while (counts.env_steps + (flight.batch.env_steps if flight else 0) < cfg.total_env_steps
-                       and not self.solved() and not stop.received):
+                       and not self.solved() and not stop.received
+                       and not self.hook_stopped):
                     # IMPALA (B < W): a worker gets the newest weights the moment its batch arrives
                     batches = self._wait(stop, None if hold or flight else ref)
                     if stop.received:  # what came is left: the run ends at the last update
@@ -306,7 +309,8 @@ class Trainer:
             self._report(force=True)  # the row's clock is the one the checkpoint keeps
             self.ckpt.save()
         if self.on_update is not None:
-            self.on_update(self._update_row(metrics), self._save_now)
+            if self.on_update(self._update_row(metrics), self._save_now) is False:
+                self.hook_stopped = True
         ref = self._publish()
         if self.evals is not None:  # here, where no learner step is under way
             self._tick()
@@ -404,5 +408,6 @@ class Trainer:
                 **summary.batches(counts, self.lags, self.num_workers, learner.skipped_updates),
                 **summary.session(wall, counts.env_steps - self._session[1], str(self.run.path),
                                   self.ckpt.latest,
-                                  stop.received.name if stop.received else None),
+                                  stop.received.name if stop.received
+                                  else "callback" if self.hook_stopped else None),
                 **(self.evals.summary() if self.evals is not None else {})}

@@ -1,0 +1,90 @@
+"""The Python API (distributed_ac.api): a cheap import, train/load/act/evaluate/export
+end to end in serial mode, and callbacks that stop a run."""
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from distributed_ac.config.schema import Config
+
+SHORT = dict(serial=True, total_env_steps=2048, num_envs=4, num_workers=1, eval_every=0,
+             seed=0)
+CALLS: list = []
+
+
+def stop_after_three(metrics: dict):
+    """A module:attr callback: stops the run on its 3rd call."""
+    CALLS.append(metrics["updates"])
+    return False if len(CALLS) >= 3 else None
+
+
+def test_import_is_cheap():
+    code = ("import sys, distributed_ac; assert callable(distributed_ac.__getattr__); "
+            "print('tensorflow' in sys.modules, 'ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_train_load_evaluate_export(tmp_path):
+    import distributed_ac as dac
+
+    seen = []
+    result = dac.train(env="CartPole-v1", run_dir=tmp_path / "run",
+                       callbacks=[seen.append], **SHORT)
+    assert result.summary["stopped_by"] is None and seen
+    obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    action = dac.load(result.run_dir).act(obs[None], deterministic=True)
+    assert action.shape == (1,) and int(action[0]) in (0, 1)
+    assert result.policy.initial_state(2) is None
+    report = dac.evaluate(result.run_dir, episodes=2)
+    assert report["episodes"] == 2 and len(report["returns"]) == 2
+    out = dac.export(result.run_dir, tmp_path / "model")
+    assert (tmp_path / "model" / "saved_model.pb").exists() and out["env"] == "CartPole-v1"
+
+
+def test_callback_false_stops_the_run(tmp_path):
+    import distributed_ac as dac
+
+    calls = []
+    checkpoints = []
+
+    class Stop:
+        def on_update(self, metrics):
+            calls.append(metrics)
+            return False if len(calls) == 3 else None
+
+        def on_checkpoint(self, path):
+            checkpoints.append(path)
+
+    result = dac.train(env="CartPole-v1", run_dir=tmp_path / "run", callbacks=[Stop()],
+                       **{**SHORT, "total_env_steps": 100_000})
+    assert len(calls) == 3
+    assert result.summary["stopped_by"] == "callback"
+    assert result.summary["env_steps"] < 100_000
+    assert result.summary["checkpoint"] and checkpoints == [result.summary["checkpoint"]]
+
+
+def test_callback_by_name(tmp_path):
+    import distributed_ac as dac
+
+    name = f"{__name__}:stop_after_three"
+    CALLS.clear()
+    result = dac.train(env="CartPole-v1", run_dir=tmp_path / "run", callbacks=[name],
+                       **{**SHORT, "total_env_steps": 100_000})
+    assert len(CALLS) == 3 and result.summary["stopped_by"] == "callback"
+    CALLS.clear()
+    cfg = Config(env="CartPole-v1", callbacks=(name,), **{**SHORT, "total_env_steps": 100_000})
+    result = dac.train(config=cfg, run_dir=tmp_path / "run2")
+    assert len(CALLS) == 3 and result.summary["stopped_by"] == "callback"
+
+
+def test_bad_override_is_a_usage_error():
+    import distributed_ac as dac
+    from distributed_ac.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="no Config field"):
+        dac.train(env="CartPole-v1", not_a_field=1)

@@ -98,6 +98,8 @@ class ExportArgs:
     """A run with separate policies (policy_mapping): the policy to export; needed there, refused elsewhere."""
     checkpoint: Optional[int] = None
     """Export ckpt-N of checkpoints/ (N: its update count; see the folder) instead of the newest readable one."""
+    format: Literal["savedmodel", "onnx"] = "savedmodel"
+    """savedmodel: OUT is the SavedModel. onnx (pip install 'distributed_ac[onnx]'): OUT/saved_model plus OUT/action.onnx and OUT/value.onnx, converted by tf2onnx."""
 
 
 def cmd_export(argv: list[str]) -> int:
@@ -105,14 +107,24 @@ def cmd_export(argv: list[str]) -> int:
                        description="Write a trained policy as a standalone TensorFlow SavedModel.")
     check_checkpoint_choice(args)
     open_trained(args.run_dir, args.best)  # a bad path is reported before TensorFlow loads
-    check_writable(args.out / "saved_model.pb", "--out")
+    onnx = args.format == "onnx"
+    if onnx:
+        from distributed_ac.commands.onnx_export import require_tf2onnx
+
+        require_tf2onnx()  # a missing extra is reported before TensorFlow loads
+    saved = args.out / "saved_model" if onnx else args.out
+    check_writable(saved / "saved_model.pb", "--out")
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
     from distributed_ac.commands.export import export
 
-    print(json.dumps(export(args.run_dir, args.out, args.best, args.policy, args.checkpoint)),
-          flush=True)
+    info = export(args.run_dir, saved, args.best, args.policy, args.checkpoint)
+    if onnx:
+        from distributed_ac.commands.onnx_export import convert
+
+        info["onnx"] = convert(saved, args.out)
+    print(json.dumps(info), flush=True)
     return 0
 
 

@@ -6,7 +6,8 @@ TensorFlow and Ray are imported only inside these functions, so importing this m
 A callback is a function called after each update with that update's metrics dict, or an
 object with any of `on_update(metrics)`, `on_evaluation(metrics)` (the eval/* metrics, on
 the update after an evaluation) and `on_checkpoint(path)` (the final checkpoint, once the
-run has ended). Returning False ends the run cleanly: the final checkpoint is written and the summary's `stopped_by` is "callback".
+run has ended). Returning False ends the run cleanly: the final checkpoint is written and
+the summary's `stopped_by` is "callback".
 Callbacks run in the driver process, never on workers. Config.callbacks names more of
 them as `module:attr` strings.
 
@@ -18,11 +19,10 @@ with `serial=True`, or give Ray workers a `module:attr` string instead.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
-from typing import Any, Callable
 
 from distributed_ac.core.errors import UsageError
+from distributed_ac.training.callbacks import checkpointed, hook_for, resolved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,45 +87,6 @@ def export(run_dir, out_dir, **kwargs) -> dict:
     return run(run_dir, out_dir, **kwargs)
 
 
-def resolve(name: str) -> Any:
-    """The object a `module:attr` string names; a bad name is a UsageError."""
-    module, _, attr = name.partition(":")
-    if not module or not attr:
-        raise UsageError(f"callback '{name}': name it as module:attr")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"callback '{name}': {e}") from None
-
-
-def _hook(callbacks: list) -> Callable[[dict, Callable[[], str]], bool | None]:
-    """The trainer's on_update hook that runs every callback; False if one returned False.
-    on_evaluation runs on the first update whose eval/* metrics are new."""
-    seen: list = [None]
-
-    def hook(row: dict, save: Callable[[], str]) -> bool | None:
-        stop = False
-        evaluated = {k: v for k, v in row.items() if k.startswith("eval/")}
-        fresh = bool(evaluated) and evaluated != seen[0]
-        seen[0] = evaluated
-        for cb in callbacks:
-            if hasattr(cb, "on_update"):
-                stop |= cb.on_update(row) is False
-            elif callable(cb) and not hasattr(cb, "on_evaluation"):
-                stop |= cb(row) is False
-            if fresh and hasattr(cb, "on_evaluation"):
-                stop |= cb.on_evaluation(row) is False
-        return False if stop else None
-    return hook
-
-
-def hook_for(callbacks) -> Callable[[dict, Callable[[], str]], bool | None] | None:
-    """The on_update hook of callbacks (objects, functions, `module:attr` strings); None
-    for none."""
-    hooks = [resolve(c) if isinstance(c, str) else c for c in callbacks]
-    return _hook(hooks) if hooks else None
-
-
 def _env_name(env) -> str | None:
     """A callable env: registered with Gymnasium under a generated id."""
     if env is None or isinstance(env, str):
@@ -171,18 +132,15 @@ def train(env=None, config=None, callbacks=None, run_dir=None, overwrite=False,
     `callbacks`: objects, functions or `module:attr` strings (see the module's doc), run
     before those Config.callbacks names."""
     cfg = _config(_env_name(env), config, overrides, no_preset)
-    hooks = [resolve(c) if isinstance(c, str) else c
-             for c in (*(callbacks or ()), *cfg.callbacks)]
+    hooks = resolved((*(callbacks or ()), *cfg.callbacks))
     from distributed_ac.training.startup import shutdown_ray
     from distributed_ac.training.trainer import train as run
 
     try:
         summary = run(cfg, address=address, run_dir=run_dir, overwrite=overwrite,
-                      on_update=_hook(hooks) if hooks else None)
+                      on_update=hook_for(hooks))
     finally:
         shutdown_ray()
-    for cb in hooks:
-        if hasattr(cb, "on_checkpoint") and summary.get("checkpoint"):
-            cb.on_checkpoint(summary["checkpoint"])
+    checkpointed(hooks, summary)
     path = Path(summary.get("run_dir") or run_dir)
     return TrainResult(path, summary, load(path))

@@ -100,16 +100,18 @@ def preset_note(argv: list[str], env: str) -> str | None:
 def run(argv: list[str]) -> int:
     """`dac train ARGV`: train, print the summary as one JSON line, return the exit code."""
     args = parse_train_args(argv)
+    from distributed_ac.training.callbacks import checkpointed, hook_for, resolved
+
+    callbacks = resolved(args.cfg.callbacks)  # --callbacks: module:attr, run in this process
     from distributed_ac.training.trainer import (
         train,  # heavy imports only once the flags are good
     )
 
-    from distributed_ac.api import hook_for  # --callbacks: module:attr, run in this process
-
     summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
                     run_dir=args.resume or args.run_dir, resume=args.resume is not None,
                     overwrite=args.overwrite, note=preset_note(argv, args.cfg.env),
-                    on_update=hook_for(args.cfg.callbacks))
+                    on_update=hook_for(callbacks))
+    checkpointed(callbacks, summary)
     # Ray first: its driver-side log forwarding may still print a worker's last words
     # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
     shutdown_ray()

@@ -88,3 +88,37 @@ def test_bad_override_is_a_usage_error():
 
     with pytest.raises(UsageError, match="no Config field"):
         dac.train(env="CartPole-v1", not_a_field=1)
+
+
+def state_arrays(tree) -> list:
+    """The arrays of a nested dict / tuple, in order."""
+    if isinstance(tree, dict):
+        return [a for k in sorted(tree) for a in state_arrays(tree[k])]
+    if isinstance(tree, (tuple, list)):
+        return [a for t in tree for a in state_arrays(t)]
+    return [np.asarray(tree)]
+
+
+def make_short_cartpole():
+    """An env-making callable, as a user's script would pass it."""
+    return gym.make("CartPole-v1", max_episode_steps=50)
+
+
+def test_a_callable_env_and_a_recurrent_policy_s_state(tmp_path):
+    import distributed_ac as dac
+
+    result = dac.train(env=make_short_cartpole, run_dir=tmp_path / "run", core="gru",
+                       no_preset=True, **SHORT)
+    assert result.summary["env_steps"] >= 2048
+    policy = result.policy
+    flat = lambda state: np.concatenate(  # noqa: E731  (the state is opaque: its arrays)
+        [np.ravel(a) for a in state_arrays(state)])
+    assert not np.any(flat(policy.initial_state(3)))
+    obs = np.stack([make_short_cartpole().reset(seed=s)[0] for s in range(3)])
+    action, state = policy.act(obs, policy.initial_state(3), deterministic=True)
+    moved = flat(state).copy()
+    assert action.shape == (3,) and np.any(moved)  # the core's state moved on
+    again, _ = policy.act(obs, None, deterministic=True)  # None: zeros, a first step
+    np.testing.assert_array_equal(again, action)
+    np.testing.assert_array_equal(flat(_), moved)  # the same step from the same state
+    assert dac.evaluate(result.run_dir, episodes=2)["episodes"] == 2

@@ -121,7 +121,7 @@ def policy_of(run_dir, best: bool = False):
     """(the workers' NumPy policy, the EnvSpace, the Learner) of the run's newest
     checkpoint (or its best evaluation's), loaded as evaluate and export load it."""
     from distributed_ac.acting.policy import Policy
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     _, space, learner, _ = load_trained(run_dir, best=best)
     policy = Policy(space, learner.spec)

@@ -67,10 +67,10 @@ def cmd_evaluate(argv: list[str]) -> int:
                        description="Run a trained policy on fresh seeds; print its returns.")
     check_checkpoint_choice(args)
     open_trained(args.run_dir, args.best)  # a bad path: before TensorFlow loads
-    from distributed_ac.commands.evaluate import evaluate
+    from distributed_ac import api
 
-    result = evaluate(args.run_dir, args.episodes, args.deterministic, args.video, args.seed,
-                      args.best, args.opponent, args.checkpoint)
+    result = api.evaluate(args.run_dir, args.episodes, args.deterministic, args.video,
+                          args.seed, args.best, args.opponent, args.checkpoint)
     print(f"{result['episodes']} episodes: mean {result['mean']:.2f}, std {result['std']:.2f}, "
           f"min {result['min']:.2f}, max {result['max']:.2f}", file=sys.stderr)
     print(json.dumps(result), flush=True)
@@ -109,7 +109,7 @@ def cmd_export(argv: list[str]) -> int:
     open_trained(args.run_dir, args.best)  # a bad path is reported before TensorFlow loads
     onnx = args.format == "onnx"
     if onnx:
-        from distributed_ac.commands.onnx_export import require_tf2onnx
+        from distributed_ac.trained.onnx import require_tf2onnx
 
         require_tf2onnx()  # a missing extra is reported before TensorFlow loads
     saved = args.out / "saved_model" if onnx else args.out
@@ -117,13 +117,10 @@ def cmd_export(argv: list[str]) -> int:
     from distributed_ac.learning.tf_runtime import load_tensorflow
 
     load_tensorflow()  # its C++ start-up lines held back (tf_runtime.py)
-    from distributed_ac.commands.export import export
+    from distributed_ac import api
 
-    info = export(args.run_dir, saved, args.best, args.policy, args.checkpoint)
-    if onnx:
-        from distributed_ac.commands.onnx_export import convert
-
-        info["onnx"] = convert(saved, args.out)
+    info = api.export(args.run_dir, args.out, args.best, args.policy, args.checkpoint,
+                      args.format)
     print(json.dumps(info), flush=True)
     return 0
 

@@ -12,11 +12,10 @@ from typing import Annotated, Optional
 import tyro
 
 from distributed_ac.commands.flags import flag_value, flag_values, parse_flags
-from distributed_ac.config import presets
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import UsageError
 from distributed_ac.run.rundir import open_run, saved_config
-from distributed_ac.training.startup import shutdown_ray
+from distributed_ac.training import presets as starting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,12 +52,7 @@ def _preset(argv: list[str]) -> tuple[Path | None, str]:
     path = flag_value(argv, "--config")
     loaded = load_yaml(path) if path else Config()
     env = flag_value(argv, "--env") or loaded.env
-    if ":" not in env:
-        return presets.match(env)
-    from distributed_ac.envs.vector import made_names  # makes one copy: Gymnasium's import
-
-    return presets.match(env, *made_names(env, flag_values(argv, "--gym-packages")
-                                          or loaded.gym_packages))
+    return starting.preset_for(env, tuple(flag_values(argv, "--gym-packages") or loaded.gym_packages))
 
 
 def parse_train_args(argv: list[str]) -> TrainArgs:
@@ -81,40 +75,19 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
 
 def preset_note(argv: list[str], env: str) -> str | None:
     """The line that names the preset a new run started from (None: it started from none)."""
-    preset, name = _preset(argv)
-    if preset is None:
-        return None
-    where = preset.relative_to(presets.DIR.parents[2])  # distributed_ac/config/presets/...
-    if name != env:
-        env = f"{name} (what {env} makes)"
-    suite = presets.suite_of(name)
-    if preset.stem not in presets.FALLBACKS:
-        what = f"tuned settings for {env} from {where}"
-    elif suite and preset.stem == presets.SUITES[suite]:
-        what = f"{env} has no preset of its own: settings for its suite ({suite}*) from {where}"
-    else:
-        what = f"{env} has no preset of its own: settings from {where}, the defaults for such envs"
-    return f"dac: {what} (--config and flags override them; --no-preset for the package base)"
+    return starting.preset_note(*_preset(argv), env)
 
 
 def run(argv: list[str]) -> int:
     """`dac train ARGV`: train, print the summary as one JSON line, return the exit code."""
     args = parse_train_args(argv)
-    from distributed_ac.training.callbacks import checkpointed, hook_for, resolved
+    from distributed_ac import api  # TensorFlow and Ray load inside api.train
 
-    callbacks = resolved(args.cfg.callbacks)  # --callbacks: module:attr, run in this process
-    from distributed_ac.training.trainer import (
-        train,  # heavy imports only once the flags are good
-    )
-
-    summary = train(args.cfg, address=args.address, dashboard=args.dashboard,
-                    run_dir=args.resume or args.run_dir, resume=args.resume is not None,
-                    overwrite=args.overwrite, note=preset_note(argv, args.cfg.env),
-                    on_update=hook_for(callbacks))
-    checkpointed(callbacks, summary)
-    # Ray first: its driver-side log forwarding may still print a worker's last words
-    # (a killed worker's "A worker died" line) to stdout, which must end with the summary.
-    shutdown_ray()
+    # the Config is whole here (defaults, preset, YAML, flags); the API trains it as given
+    summary = api.train(config=args.cfg, run_dir=args.run_dir, resume=args.resume,
+                        overwrite=args.overwrite, address=args.address,
+                        dashboard=args.dashboard,
+                        note=preset_note(argv, args.cfg.env)).summary
     print(json.dumps(summary), flush=True)
     if summary["stopped_by"] == "callback":  # a callback ended it: a clean end
         return 0

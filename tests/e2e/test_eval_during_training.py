@@ -14,7 +14,8 @@ from failed_runs import crash_report
 from helpers import dac_with_tests, tensorboard_scalars, train_updates
 from scripted_pool import ScriptedPool, run_loop, run_overlapped
 
-from distributed_ac.commands.evaluate import evaluate, load_trained
+from distributed_ac.trained.evaluate import evaluate
+from distributed_ac.trained.load import load_trained
 from distributed_ac.run.metrics import EVAL_SCALARS, read_rows
 
 BATCH = 4 * 8  # envs_per_worker x rollout_length

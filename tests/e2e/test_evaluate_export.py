@@ -13,7 +13,7 @@ import pytest
 from helpers import cli_run, python, train_quietly
 
 from distributed_ac.acting.policy import Policy
-from distributed_ac.commands.evaluate import load_trained
+from distributed_ac.trained.load import load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.envs.vector import resolve_env_id

@@ -55,7 +55,7 @@ def test_the_exported_saved_model_acts_as_the_numpy_policys_deterministic_action
     import tensorflow as tf
 
     from distributed_ac.acting.policy import Policy
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     run_dir, _ = trained
     dac("export", str(run_dir), "--out", str(tmp_path / "policy"), timeout=300)

@@ -182,8 +182,8 @@ def test_worker_return_moments_are_those_of_the_discounted_returns():
 
 
 def test_checkpoint_evaluate_and_export_apply_the_same_statistics(tmp_path):
-    from distributed_ac.commands.evaluate import load_trained
-    from distributed_ac.commands.export import export
+    from distributed_ac.trained.load import load_trained
+    from distributed_ac.trained.savedmodel import export
     from distributed_ac.training.trainer import train
 
     cfg = Config(serial=True, num_workers=1, normalize_obs=True, envs_per_worker=4,

@@ -134,7 +134,7 @@ def test_the_exported_model_takes_the_envs_codes_and_acts_as_the_workers_policy(
     assert cfg.categorical_obs is True  # settled once, for every later reader
     space = space_for(cfg)
     learner = Learner(cfg, space)
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     _, _, learner, _ = load_trained(run, False)
     policy = Policy(space, ModelSpec.of(cfg, space))

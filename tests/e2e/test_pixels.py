@@ -246,7 +246,7 @@ def test_an_impala_run_stopped_by_a_signal_resumes_bit_for_bit_on_auto_schedules
 
 
 def test_evaluate_and_export_load_the_trained_cnns(cnn_runs):
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     _, space, learner, _ = load_trained(cnn_runs[0] / "once")
     trained, fresh = learner.weights(), Learner(Config(**BASE), space).weights()
@@ -262,14 +262,14 @@ def test_evaluate_and_export_load_the_trained_cnns(cnn_runs):
 
 
 def test_evaluate_runs_a_pixel_policy(cnn_runs):
-    from distributed_ac.commands.evaluate import evaluate
+    from distributed_ac.trained.evaluate import evaluate
 
     report = evaluate(cnn_runs[0] / "once", episodes=3)
     assert report["episodes"] == 3 and all(0.0 <= r <= 1.0 for r in report["returns"])
 
 
 def test_export_takes_uint8_images_and_matches_the_numpy_policy(cnn_runs, tmp_path):
-    from distributed_ac.commands.export import export
+    from distributed_ac.trained.savedmodel import export
 
     run_dir = cnn_runs[0] / "once"
     info = export(run_dir, tmp_path / "model")

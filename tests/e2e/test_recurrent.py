@@ -116,7 +116,7 @@ def recurrent_run(tmp_path_factory):
 def test_the_exported_model_carries_the_state_in_a_loop(recurrent_run, tmp_path):
     """SavedModel: action(obs, state) -> (action, state), stepped through an episode,
     equals the workers' policy stepping its own state; value keeps the critic's."""
-    from distributed_ac.commands.export import export
+    from distributed_ac.trained.savedmodel import export
 
     export(recurrent_run, tmp_path / "model")
     m = tf.saved_model.load(str(tmp_path / "model"))
@@ -148,7 +148,7 @@ def test_the_exported_model_carries_the_state_in_a_loop(recurrent_run, tmp_path)
 
 def test_evaluate_starts_each_episode_from_a_zero_state(recurrent_run):
     """Episodes on the same seeds give the same returns whatever ran before them."""
-    from distributed_ac.commands.evaluate import evaluate
+    from distributed_ac.trained.evaluate import evaluate
 
     both = evaluate(recurrent_run, episodes=3, deterministic=True, seed=5)["returns"]
     last = evaluate(recurrent_run, episodes=1, deterministic=True, seed=7)["returns"]

@@ -41,7 +41,7 @@ def test_sigterm_to_dac_train_checkpoints_shuts_ray_down_and_exits(tmp_path):
     assert summary["stopped_by"] == "SIGTERM" and summary["updates"] >= 1
 
     # the checkpoint it wrote on the way out loads, at the update it stopped on
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     _, _, _, path = load_trained(run_dir)
     assert path.endswith(f"ckpt-{summary['updates']}")

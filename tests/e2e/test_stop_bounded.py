@@ -43,7 +43,7 @@ def descendants(pid) -> list:
 def stopped_with_its_last_update(proc, run_dir) -> dict:
     """SIGTERM: exit 143, the summary says SIGTERM, and the checkpoint it wrote on the way
     out is the last update's and loads."""
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     proc.send_signal(signal.SIGTERM)
     out, err = communicate_or_kill(proc)

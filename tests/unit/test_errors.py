@@ -31,7 +31,7 @@ def test_every_error_class_of_the_package_lives_in_core_errors():
 
 
 def test_a_bad_flag_value_is_a_usage_error_not_a_run_directory_error(tmp_path, capsys):
-    from distributed_ac.commands.evaluate import evaluate
+    from distributed_ac.trained.evaluate import evaluate
 
     try:
         evaluate(tmp_path, episodes=0)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from distributed_ac.acting.policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
-from distributed_ac.commands.export import PolicyModule
+from distributed_ac.trained.savedmodel import PolicyModule
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.envs.space import EnvSpace

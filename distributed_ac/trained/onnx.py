@@ -1,6 +1,6 @@
 """`dac export --format onnx`: the SavedModel's two signatures as two ONNX models.
 
-The SavedModel (commands/export.py) is written to `OUT/saved_model`, then tf2onnx
+The SavedModel (trained/savedmodel.py) is written to `OUT/saved_model`, then tf2onnx
 converts each signature to its own file beside it:
 
     OUT/action.onnx   serving_default: the same inputs, output `action` (and `state`)

@@ -211,7 +211,7 @@ def export(run_dir: str | Path, out: str | Path, best: bool = False,
     """Write the newest checkpoint's policy and value function (with `best`: the best
     evaluation's during training) as a SavedModel at `out`; with separate policies, the
     one named `policy`."""
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or (any(out.iterdir())

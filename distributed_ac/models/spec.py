@@ -136,6 +136,9 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     if not image and kind.images:
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
+    if not registry.is_shipped(kind) and cfg.cnn_precision != "float32":
+        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for the shipped CNN torsos; "
+                          f"torso {torso} computes as its own layer does (drop --cnn-precision)")
     if not kind.images and cfg.cnn_precision != "float32":
         raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
                           "always computes in float32 (drop --cnn-precision)")

@@ -45,6 +45,15 @@ def test_a_torso_that_names_no_encoder_is_one_config_error_line(torso, says):
     assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)
 
 
+def test_the_shipped_cnns_precision_and_mixed_observations_are_refused_for_a_users_encoder():
+    with pytest.raises(ConfigError, match="cnn_precision bfloat16 is for the shipped CNN"):
+        ModelSpec.of(Config(torso="own_torso:gated", cnn_precision="bfloat16"), CARTPOLE)
+    from distributed_ac.models.spec import encoder_for
+
+    with pytest.raises(ConfigError, match="image beside vector entries, which only the shipped"):
+        encoder_for(Config(torso="own_torso:gated"), (4,), mixed=True)
+
+
 def test_a_bare_name_that_is_not_shipped_is_refused_by_the_config():
     """A name registered in one process only (the driver's) would be unknown to workers."""
     with pytest.raises(ConfigError, match="torso must be one of auto, mlp, .* or module:attr"):

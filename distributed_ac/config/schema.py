@@ -15,12 +15,18 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import yaml
 
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.core.policies import parse_mapping
+
+
+# The shipped encoders (models/registry.py's SHIPPED, which the config sits below and
+# cannot read; tests/unit/test_registry.py keeps the two equal) and auto. Config.torso
+# also takes a user's encoder as module:attr, which only the models can resolve.
+TorsoName = Literal["auto", "mlp", "mlp_ln", "nature", "impala", "small"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +118,8 @@ class Config:
     # --- networks ----------------------------------------------------------------
     topology: Literal["auto", "separate", "shared"] = "auto"
     """separate: physically separate actor and critic networks. shared: one trunk (encoder and core) feeding both heads. auto = shared behind a CNN encoder (Stable-Baselines3's CnnPolicy, cleanRL's ppo_atari: the image features are learned once, at half the learner's cost) and with a recurrent core under policy_loss clip (cleanRL's ppo_atari_lstm, Sample Factory: one unroll a minibatch step instead of two), separate otherwise."""
-    torso: Literal["auto", "mlp", "mlp_ln", "nature", "impala", "small"] = "auto"
-    """The encoder: mlp (hidden_sizes, activation), mlp_ln (the same with LayerNorm after each dense layer, before its activation), nature (the DQN Nature CNN, images of at least 36x36), impala (the IMPALA ResNet) or small (MinAtar's CNN: conv 16 3x3/1, dense 128; images of at least 3x3); auto = nature for images of at least 36x36, small below, mlp for vectors."""
+    torso: Union[TorsoName, str] = "auto"
+    """The encoder: mlp (hidden_sizes, activation), mlp_ln (the same with LayerNorm after each dense layer, before its activation), nature (the DQN Nature CNN, images of at least 36x36), impala (the IMPALA ResNet) or small (MinAtar's CNN: conv 16 3x3/1, dense 128; images of at least 3x3); auto = nature for images of at least 36x36, small below, mlp for vectors; or your own as `module:attr`, an encoder made by distributed_ac.models.registry.register_encoder (importable on every node that runs workers; docs/guide/own-networks.md)."""
     cnn_precision: Literal["float32", "bfloat16"] = "float32"
     """What a CNN encoder computes in on the learner: bfloat16 = Keras mixed precision (variables, optimizer state, heads and losses stay float32)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -318,6 +324,9 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.rho_bar > 0 and c.c_bar > 0, "rho_bar and c_bar must be > 0"),
         (c.c_bar <= c.rho_bar, f"c_bar ({c.c_bar}) must be <= rho_bar ({c.rho_bar}): "
                                "V-trace assumes it (Espeholt et al. 2018, Remark 1)"),
+        (c.torso in typing.get_args(TorsoName) or _names_an_attr(c.torso),
+         f"torso must be one of {', '.join(typing.get_args(TorsoName))} or module:attr (an "
+         f"encoder of your own), got {c.torso!r}"),
         (c.core_size >= 0, "core_size must be >= 0 (0 = auto)"),
         (len(c.hidden_sizes) >= 1 and min(c.hidden_sizes) >= 1,
          "hidden_sizes must list at least one positive width"),
@@ -346,6 +355,12 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.stop_timeout_s > 0, "stop_timeout_s must be > 0"),
         (c.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
     ]
+
+
+def _names_an_attr(name: str) -> bool:
+    """`module:attr`, each side non-empty (whether it resolves is the models' to say)."""
+    module, _, attr = name.partition(":")
+    return bool(module) and bool(attr)
 
 
 def target_is_v(c: Config) -> bool:

@@ -28,6 +28,7 @@ import tensorflow as tf
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning import distributions
 from distributed_ac.learning.normalizers import ObsNormalizer
+from distributed_ac.learning.twin_check import check_encoder
 from distributed_ac.models import registry
 from distributed_ac.models import spec as names
 from distributed_ac.models.keras_heads import DenseHead, LogStd, masked
@@ -243,6 +244,8 @@ def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
         actor, critic, v_target = _recurrent_models(spec, space, parts, s)
     else:
         actor, critic, v_target = _models(space, parts)
+    # a user's encoder: its twin must compute what the layer computes (twin_check.py)
+    check_encoder(spec, space, parts[names.ACTOR_ENCODER])
     for part in (names.TARGET_ENCODER, names.TARGET_CORE, names.TARGET_HEAD):
         if part in parts:  # V_target is V's copy: no optimizer steps it
             parts[part].trainable = False

@@ -41,7 +41,7 @@ class ModelSpec:
     encoder: str
     """mlp or mlp_ln (vectors), nature (images of at least 36x36), small (MinAtar's CNN,
     images of at least 3x3; what torso auto picks under 36x36) or impala (images of any
-    size): a name in registry.ENCODERS."""
+    size): a name in registry.SHIPPED, or a user's encoder as `module:attr`."""
     hidden_sizes: tuple[int, ...]
     activation: str
     head: str
@@ -87,7 +87,7 @@ class ModelSpec:
     @property
     def image_encoder(self) -> bool:
         """A CNN reads (some of) the observations."""
-        return registry.ENCODERS[self.encoder].images
+        return registry.encoder_kind(self.encoder).images
 
     @property
     def actor_parts(self) -> tuple[str, ...]:
@@ -110,7 +110,7 @@ def shared_for(cfg: Config, encoder: str) -> bool:
     gradient through a shared core lost CueMemory's cue; docs/notes/recurrent-speed.md)."""
     if cfg.topology == "auto":
         recurrent_clip = cfg.core != "none" and cfg.policy_loss == "clip"
-        return registry.ENCODERS[encoder].images or recurrent_clip
+        return registry.encoder_kind(encoder).images or recurrent_clip
     return cfg.topology == "shared"
 
 
@@ -128,7 +128,7 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     image = len(obs_shape) == 3
     side = min(obs_shape[:2]) if image else 0
     torso = cfg.torso if cfg.torso != "auto" else _auto_torso(image, side)
-    kind = registry.ENCODERS[torso]
+    kind = registry.encoder_kind(torso)
     shape = "x".join(str(d) for d in obs_shape)
     if image and not kind.images:
         raise ConfigError(f"torso {torso} takes vector observations; '{cfg.env}' gives {shape} "
@@ -136,9 +136,15 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
     if not image and kind.images:
         raise ConfigError(f"torso {torso} takes image (H x W x C) observations; '{cfg.env}' "
                           f"gives {shape} vectors (use --torso mlp)")
+    if not registry.is_shipped(kind) and cfg.cnn_precision != "float32":
+        raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for the shipped CNN torsos; "
+                          f"torso {torso} computes as its own layer does (drop --cnn-precision)")
     if not kind.images and cfg.cnn_precision != "float32":
         raise ConfigError(f"cnn_precision {cfg.cnn_precision} is for CNN torsos; an MLP "
                           "always computes in float32 (drop --cnn-precision)")
+    if mixed and not registry.is_shipped(kind):
+        raise ConfigError(f"torso {torso} reads one observation; '{cfg.env}' gives an image "
+                          "beside vector entries, which only the shipped CNN torsos read")
     if image and cfg.normalize_obs is True and not mixed:
         raise ConfigError("normalize_obs is for vector observations; image observations "
                           "are scaled by 1/255 inside the network instead")
@@ -153,7 +159,7 @@ def encoder_for(cfg: Config, obs_shape: tuple[int, ...], mixed: bool = False) ->
 def _auto_core_size(encoder: str, hidden_sizes: tuple[int, ...]) -> int:
     """core_size auto: the encoder kind's (registry.py says why), behind an MLP as wide as
     its last layer (64 by default)."""
-    return registry.ENCODERS[encoder].core_size or hidden_sizes[-1]
+    return registry.encoder_kind(encoder).core_size or hidden_sizes[-1]
 
 
 def _auto_torso(image: bool, side: int) -> str:

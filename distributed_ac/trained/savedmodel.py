@@ -69,6 +69,18 @@ def _copy(nets, part_names) -> dict[str, list]:
             for n, vs in nets.bundle(part_names).items()}
 
 
+def _encoder_forward(spec):
+    """The encoder's plain-TF forward over copied arrays, its TF module's forward_of(spec);
+    a user's module without one cannot be exported, which is said in one line."""
+    kind = registry.encoder_of(spec)
+    module = registry.keras_module(kind)
+    if not callable(getattr(module, "forward_of", None)):
+        raise UsageError(f"torso {spec.encoder}: {kind.keras} has no forward_of(spec), the "
+                         "plain-TF forward over the part's arrays an export runs; add one "
+                         "to export this run")
+    return module.forward_of(spec)
+
+
 class PolicyModule(tf.Module):
     """The actor's and the critic's parts, by name, with a plain-TF forward pass per part."""
 
@@ -79,7 +91,7 @@ class PolicyModule(tf.Module):
         recurrent = self.spec.recurrent
         # the forward passes the learner's Keras layers run, of the kinds the registry
         # picks for this spec (as it picks the learner's and the workers')
-        self._encode = registry.keras_module(registry.encoder_of(self.spec)).forward_of(self.spec)
+        self._encode = _encoder_forward(self.spec)
         self._step = (registry.keras_module(registry.core_of(self.spec)).step_of(self.spec)
                       if recurrent else None)
         core = (names.ACTOR_CORE,) if recurrent else ()

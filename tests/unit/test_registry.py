@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.config.schema import Config
+from distributed_ac.config.schema import Config, TorsoName
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning.networks import greedy_action
 from distributed_ac.models import registry
@@ -40,7 +40,9 @@ def input_for(encoder: str, mixed: bool):
 def test_the_configs_torso_and_core_choices_are_the_registrys_kinds():
     """Config sits below the models and cannot read the table: this keeps them equal."""
     hints = typing.get_type_hints(Config)
-    assert set(typing.get_args(hints["torso"])) - {"auto"} == set(registry.ENCODERS)
+    assert set(typing.get_args(TorsoName)) - {"auto"} == set(registry.SHIPPED)
+    assert TorsoName in typing.get_args(hints["torso"])  # beside str: module:attr
+    assert set(registry.SHIPPED) <= set(registry.ENCODERS)
     assert set(typing.get_args(hints["core"])) - {"none"} == set(registry.CORES)
 
 
@@ -52,7 +54,7 @@ def test_reading_the_registry_imports_no_tensorflow():
     assert out.returncode == 0, out.stderr[-2000:]
 
 
-@pytest.mark.parametrize("encoder, mixed", [*((k, False) for k in registry.ENCODERS),
+@pytest.mark.parametrize("encoder, mixed", [*((k, False) for k in registry.SHIPPED),
                                             *((k, True) for k in IMAGES)])
 def test_each_encoder_kinds_twin_keras_layer_and_export_compute_one_function(encoder, mixed):
     spec = spec_of(encoder, mixed)

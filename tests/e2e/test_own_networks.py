@@ -50,7 +50,7 @@ def test_the_export_of_a_users_encoder_acts_as_the_workers_numpy_policy(trained,
     import tensorflow as tf
 
     from distributed_ac.acting.policy import Policy
-    from distributed_ac.commands.evaluate import load_trained
+    from distributed_ac.trained.load import load_trained
 
     run_dir, _ = trained
     code, _, err = cli_run(capsys, "export", str(run_dir), "--out", str(tmp_path / "policy"))

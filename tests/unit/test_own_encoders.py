@@ -111,7 +111,7 @@ def test_a_twin_within_the_tolerance_passes_and_one_just_outside_is_refused(monk
 def test_an_export_of_a_tf_module_without_forward_of_is_one_line(monkeypatch):
     import own_torso
 
-    from distributed_ac.commands.export import _encoder_forward
+    from distributed_ac.trained.savedmodel import _encoder_forward
 
     plain = registry.Kind("plain", own_torso.GatedTwin, "own_torso")  # a module without one
     monkeypatch.setitem(registry.ENCODERS, "plain", plain)

@@ -1,6 +1,6 @@
 """`dac export --format onnx`: onnxruntime's actions and values equal the SavedModel's on
-the same random inputs, for a vector, an image (each CNN torso), a masked and a recurrent
-policy; the ONNX models' input and output names are the documented ones; a missing onnx
+the same random inputs, for a vector, an image (each CNN torso), a masked, a recurrent
+policy and other action and observation spaces; the ONNX models' input and output names are the documented ones; a missing onnx
 extra is one line and exit 2."""
 
 from __future__ import annotations
@@ -109,6 +109,37 @@ def test_a_recurrent_policy_takes_and_returns_its_state_in_onnxruntime(core, wid
     tv, tvs = m.value(obs, state)
     np.testing.assert_allclose(v, tv.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(vs, tvs.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _random_feed(session, rng) -> dict:
+    """Random inputs of each ONNX input's type and shape (a free dimension: B), small
+    integers where an index is expected (a Discrete entry is one-hot inside)."""
+    feed = {}
+    for i in session.get_inputs():
+        shape = [d if isinstance(d, int) else B for d in i.shape]
+        feed[i.name] = (rng.integers(0, 256, shape, dtype=np.uint8) if i.type == "tensor(uint8)"
+                        else rng.integers(0, 4, shape) if i.type == "tensor(int64)"
+                        else rng.normal(size=shape).astype(np.float32))
+    return feed
+
+
+@pytest.mark.parametrize("env, action_type", [
+    ("Pendulum-v1", "tensor(float)"),  # Box actions: tanh(mean) rescaled
+    ("distributed_ac.envs.choices:MultiChoice", "tensor(int32)"),  # MultiDiscrete
+    ("distributed_ac.envs.choices:DictChoice", "tensor(int64)"),  # Dict: Discrete, MultiBinary
+    ("distributed_ac.envs.choices:ImageVectorChoice", "tensor(int64)")])  # Dict: image, Box
+def test_other_spaces_run_the_same_in_onnxruntime(env, action_type, tmp_path):
+    """Fed by the ONNX models' own input names, into the SavedModel's signatures too."""
+    m, act, val = _export(tmp_path, Config(env=env, **SMALL))
+    assert act.get_outputs()[0].type == action_type
+    feed = _random_feed(act, np.random.default_rng(0))
+    tf_feed = {k: tf.constant(v) for k, v in feed.items()}
+    a = act.run(["action"], feed)[0]
+    np.testing.assert_allclose(a, m.signatures["serving_default"](**tf_feed)["action"].numpy(),
+                               rtol=1e-5, atol=1e-5)
+    v = val.run(["value"], feed)[0]
+    np.testing.assert_allclose(v, m.signatures["value"](**tf_feed)["value"].numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 # main() in a child that cannot import `module`, then whether TensorFlow was loaded

@@ -44,6 +44,7 @@ from distributed_ac.run.metrics import (
     Interval,
     MetricsLog,
 )
+from distributed_ac.run.wandb_sink import WandbSink, require_wandb
 from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
 from distributed_ac.training.selfplay import SnapshotPool
@@ -83,6 +84,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":
         check_greedy(space.obs_shape, cfg.env)  # a game the greedy player cannot play
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
+    if cfg.wandb:
+        require_wandb()  # not installed: one line, before anything starts
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Held until the run ends (the kernel drops it if this process dies): a second
     # writer, a resume or an --overwrite of a live run, is refused before anything starts.
@@ -104,7 +107,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         with StopSignals(cfg.stop_timeout_s) as stop:  # from here on a signal is a flag, acted on at safe points
             trainer = _session(cfg, space, path, lock, stop, address, dashboard, resume,
                                overwrite, progress, learner, on_update)
-    return trainer.summary(time.monotonic() - start, stop)
+    return trainer.finish_tracking(trainer.summary(time.monotonic() - start, stop))
 
 
 def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
@@ -162,8 +165,11 @@ class Trainer:
         if resume:  # only now: a restore that fails leaves the run directory untouched
             run.write_config(cfg)
         counts = self.state.counters
+        # W&B lives in the driver only, and only once the run directory is good to write
+        self.tracking = WandbSink(cfg, run.path, resume) if cfg.wandb else None
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
-                                  resume_at=counts.env_steps if resume else None)
+                                  resume_at=counts.env_steps if resume else None,
+                                  sinks=(self.tracking,) if self.tracking else ())
         self.interval = Interval()
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.nonfinite_streak: collections.Counter = collections.Counter()  # per worker
@@ -386,7 +392,7 @@ class Trainer:
     def __enter__(self) -> "Trainer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         # On an error too; no checkpoint then: the state that raised may be the bad one.
         try:
             if self.evals is not None:
@@ -394,6 +400,14 @@ class Trainer:
             self.metrics.close()
         finally:
             self.progress.close()
+            if exc_type is not None and self.tracking is not None:
+                self.tracking.finish(None)  # marked failed; a clean end waits for the summary
+
+    def finish_tracking(self, summary: dict) -> dict:
+        """Hand the run's summary to W&B (--wandb) and end its run there; `summary`."""
+        if self.tracking is not None:
+            self.tracking.finish(summary)
+        return summary
 
     def solved(self) -> bool:
         stats, target = self.state.stats, self.cfg.stop_at_return

@@ -10,7 +10,7 @@ wandb.log's `step`: W&B drops a row whose step is below one it already has, and 
 evaluation's row carries the env steps of the weights it evaluated, which can be behind
 the training rows written while it played.
 
-The W&B run's id is kept in the run directory (ID_FILE), so a resume logs to the same
+The W&B run's id is kept in the run directory (RunDir.wandb_id), so a resume logs to the same
 W&B run (resume="allow"). The rows after the checkpoint a resume starts from, which
 metrics.jsonl and TensorBoard drop, stay in W&B, which cannot take logged rows back:
 that stretch shows twice there.
@@ -19,13 +19,12 @@ that stretch shows twice there.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from distributed_ac.config.schema import Config, to_dict
 from distributed_ac.core.errors import MissingDependency, UsageError
 from distributed_ac.run.files import named
+from distributed_ac.run.rundir import RunDir
 
-ID_FILE = "wandb_id"
 DEFAULT_PROJECT = "distributed_ac"
 
 
@@ -42,16 +41,16 @@ def require_wandb():
 class WandbSink:
     """One W&B run for a session of a dac run: started here, finished by finish()."""
 
-    def __init__(self, cfg: Config, run_path: Path, resume: bool):
+    def __init__(self, cfg: Config, run: RunDir, resume: bool):
         wandb = require_wandb()
-        id_file = Path(run_path) / ID_FILE
+        id_file = run.wandb_id
         run_id = id_file.read_text(encoding="utf-8").strip() if resume and id_file.is_file() else None
         try:
             self._run = wandb.init(
                 project=cfg.wandb_project or os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
                 entity=cfg.wandb_entity, group=cfg.wandb_group,
                 tags=list(cfg.wandb_tags) or None, mode=cfg.wandb_mode,
-                name=Path(run_path).name, config=to_dict(cfg),
+                name=run.path.name, config=to_dict(cfg),
                 id=run_id, resume="allow" if run_id else None)
         except wandb.errors.Error as e:  # no API key, no server: one line, not W&B's traceback
             raise UsageError(f"--wandb: W&B could not start a run: {e} "

@@ -166,7 +166,7 @@ class Trainer:
             run.write_config(cfg)
         counts = self.state.counters
         # W&B lives in the driver only, and only once the run directory is good to write
-        self.tracking = WandbSink(cfg, run.path, resume) if cfg.wandb else None
+        self.tracking = WandbSink(cfg, run, resume) if cfg.wandb else None
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=counts.env_steps if resume else None,
                                   sinks=(self.tracking,) if self.tracking else ())

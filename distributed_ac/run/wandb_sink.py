@@ -69,3 +69,7 @@ class WandbSink:
         if summary is not None:
             self._run.summary.update(summary)
         self._run.finish(exit_code=0 if summary is not None else 1)
+        # finish() can return before W&B's service process has written everything out,
+        # and `dac` ends every process under it as it exits (commands/main.py's cli),
+        # that one too: teardown waits for the service to end first.
+        require_wandb().teardown()

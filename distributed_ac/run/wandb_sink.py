@@ -39,7 +39,8 @@ def require_wandb():
 
 
 class WandbSink:
-    """One W&B run for a session of a dac run: started here, finished by finish()."""
+    """One W&B run for a session of a dac run: started here, before the run directory
+    `run` is written (keep_id then), finished by finish()."""
 
     def __init__(self, cfg: Config, run: RunDir, resume: bool):
         wandb = require_wandb()
@@ -54,11 +55,14 @@ class WandbSink:
                 id=run_id, resume="allow" if run_id else None)
         except wandb.errors.Error as e:  # no API key, no server: one line, not W&B's traceback
             raise UsageError(f"--wandb: W&B could not start a run: {e} "
-                             "(`wandb login`, or --wandb-mode offline)") from None
-        with named(id_file):
-            id_file.write_text(self._run.id + "\n", encoding="utf-8")
+                             "(--wandb-mode offline logs without a server)") from None
         self._run.define_metric("env_steps")
         self._run.define_metric("*", step_metric="env_steps")
+
+    def keep_id(self, run: RunDir) -> None:
+        """Write the W&B run's id into `run`, for a resume to continue it."""
+        with named(run.wandb_id):
+            run.wandb_id.write_text(self._run.id + "\n", encoding="utf-8")
 
     def write(self, env_steps: int, scalars: dict) -> None:
         """One row: `scalars` (name -> number) at `env_steps`."""

@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from distributed_ac.config.schema import Config
@@ -117,13 +118,19 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
     """Start the pool and the learner, write the run directory, run the loop; the
     Trainer it ran (its summary still to be made)."""
     pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
+    tracking = None  # W&B (--wandb): in the driver only
     try:
         stop.reclaim()
         stop.check_startup()
+        # before the run directory is written: a W&B that cannot start leaves none behind
+        tracking = WandbSink(cfg, rundir.RunDir(Path(path)), resume) if cfg.wandb else None
         run = (rundir.resume_run(path, cfg) if resume
                else rundir.new_run(path, cfg, overwrite, lock))
+        if tracking is not None:
+            tracking.keep_id(run)
         run.keep_startup_lines(held_lines())
-        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update) as trainer:
+        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update,
+                     tracking) as trainer:
             for info in pool.placement(stop.stopped):
                 trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
                                       f"node {info['node_ip']} ({info['node']}), "
@@ -134,6 +141,10 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
                 trainer.stop_on_error(e)
                 raise
             trainer.finish(stop)
+    except BaseException:
+        if tracking is not None:
+            tracking.finish(None)  # marked failed; a clean end waits for the summary
+        raise
     finally:
         pool.close()
     return trainer
@@ -144,7 +155,7 @@ class Trainer:
 
     def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
                  progress: ConsoleProgress | None, learner=None,
-                 on_update: UpdateHook | None = None):
+                 on_update: UpdateHook | None = None, tracking: WandbSink | None = None):
         from distributed_ac.learning.policy_set import learner_for
         from distributed_ac.run.checkpoint import Checkpointer
 
@@ -165,8 +176,7 @@ class Trainer:
         if resume:  # only now: a restore that fails leaves the run directory untouched
             run.write_config(cfg)
         counts = self.state.counters
-        # W&B lives in the driver only, and only once the run directory is good to write
-        self.tracking = WandbSink(cfg, run, resume) if cfg.wandb else None
+        self.tracking = tracking  # W&B (--wandb): gets every row, then finish_tracking's summary
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
                                   resume_at=counts.env_steps if resume else None,
                                   sinks=(self.tracking,) if self.tracking else ())
@@ -392,7 +402,7 @@ class Trainer:
     def __enter__(self) -> "Trainer":
         return self
 
-    def __exit__(self, exc_type, *exc) -> None:
+    def __exit__(self, *exc) -> None:
         # On an error too; no checkpoint then: the state that raised may be the bad one.
         try:
             if self.evals is not None:
@@ -400,8 +410,6 @@ class Trainer:
             self.metrics.close()
         finally:
             self.progress.close()
-            if exc_type is not None and self.tracking is not None:
-                self.tracking.finish(None)  # marked failed; a clean end waits for the summary
 
     def finish_tracking(self, summary: dict) -> dict:
         """Hand the run's summary to W&B (--wandb) and end its run there; `summary`."""

@@ -167,3 +167,18 @@ def test_the_flag_without_the_package_is_one_line_and_exit_2(tmp_path, capsys, m
     assert err == ("dac: error: --wandb needs the wandb package: "
                    "pip install 'distributed_ac[wandb]'\n")
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_a_wandb_that_cannot_start_is_one_line_and_leaves_no_run_directory(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)  # and no ~/.netrc to find one in
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    code, _, err = cli_run(capsys, "train", *FLAGS, "--wandb", "--wandb-mode", "online",
+                           "--total-env-steps", "32", "--run-dir", str(tmp_path / "run"))
+    assert code == 2
+    assert err.startswith("dac: error: --wandb: W&B could not start a run: ") and \
+        err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()

@@ -2,7 +2,7 @@
 
 MetricsLog hands this sink each row exactly as TensorBoard gets it (its scalars that
 are not null), with the row's env steps; an evaluation's row included. The driver alone
-makes one (the Trainer), and `wandb` is imported here only, when the sink is made or
+makes one (trainer.py), and `wandb` is imported here only, when the sink is made or
 checked for: a run without --wandb never loads it.
 
 Rows are logged with `env_steps` as W&B's step metric (define_metric), not as

@@ -223,6 +223,20 @@ class Config:
     stop_timeout_s: float = 10.0
     """Seconds a run may take to end after SIGINT / SIGTERM: half-way a wait for batches that still blocks (an env step that hangs) is given up and the last complete update checkpointed; at the end `dac` ends every process under it and exits."""
 
+    # --- Weights & Biases -----------------------------------------------------------
+    wandb: bool = False
+    """Also log the run to Weights & Biases (pip install 'distributed_ac[wandb]'), from the driver alone: the config, every metrics row TensorBoard gets (the same names, against env_steps), the evaluations and the final summary. The W&B run's id is kept in the run directory (wandb_id), so dac train --resume continues the same W&B run."""
+    wandb_project: Optional[str] = None
+    """wandb: the W&B project; null = WANDB_PROJECT, else distributed_ac."""
+    wandb_entity: Optional[str] = None
+    """wandb: the W&B user or team the run belongs to; null = WANDB_ENTITY, else your default one."""
+    wandb_group: Optional[str] = None
+    """wandb: a W&B group that runs to be compared together share (the seeds of one experiment)."""
+    wandb_tags: tuple[str, ...] = ()
+    """wandb: tags of the W&B run. YAML: a list, or one tag."""
+    wandb_mode: Optional[Literal["online", "offline"]] = None
+    """wandb: online = stream to the W&B server (after `wandb login`); offline = write the W&B run under WANDB_DIR (default ./wandb) for `wandb sync` later; null = WANDB_MODE, else online."""
+
     def __post_init__(self) -> None:
         _check_types(self)
         _check_ranges(self)

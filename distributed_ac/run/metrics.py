@@ -1,4 +1,5 @@
-"""What a user watches: episode statistics, console progress, TensorBoard and JSONL rows.
+"""What a user watches: episode statistics, console progress, TensorBoard and JSONL rows
+(and, with --wandb, the same rows in Weights & Biases: wandb_sink.py).
 
 Progress is a live rich bar on a terminal and plain periodic lines otherwise (CI logs,
 pipes), so output stays readable in both.
@@ -212,11 +213,15 @@ def finite_or_none(v):
 class MetricsLog:
     """TensorBoard scalars (tf.summary, step = env steps) plus metrics.jsonl, row by row."""
 
-    def __init__(self, tensorboard_dir: Path, jsonl_path: Path, resume_at: int | None = None):
+    def __init__(self, tensorboard_dir: Path, jsonl_path: Path, resume_at: int | None = None,
+                 sinks: tuple = ()):
+        """`sinks`: more places each row goes to (wandb_sink.WandbSink), each given the
+        row as TensorBoard gets it through `sink.write(env_steps, scalars)`."""
         import tensorflow as tf  # the learner has loaded it already; dac plot never gets here
         from tensorflow.core.framework.summary_pb2 import SummaryMetadata
 
         self._tf = tf
+        self._sinks = sinks
         self._paths = tensorboard_dir, jsonl_path
         # What tensorboard.summary.scalar writes, without needing the tensorboard package
         # to write it (only to view it): a float32 tensor tagged for the scalars plugin.
@@ -236,18 +241,19 @@ class MetricsLog:
         """One row: `scalars` to TensorBoard and metrics.jsonl, `extra` to metrics.jsonl only."""
         row = {"env_steps": env_steps, "updates": updates, "wall_s": round(wall_s, 3),
                **{k: finite_or_none(v) for k, v in scalars.items()}, **(extra or {})}
+        logged = {name: row[name] for name in scalars if row[name] is not None}
         tensorboard, jsonl = self._paths
         with named(tensorboard, (self._tf.errors.OpError,)):
             with self._writer.as_default(step=env_steps):
-                for name in scalars:
-                    value = row[name]
-                    if value is not None:
-                        self._tf.summary.write(name, self._tf.constant(value, self._tf.float32),
-                                               metadata=self._scalar_meta)
+                for name, value in logged.items():
+                    self._tf.summary.write(name, self._tf.constant(value, self._tf.float32),
+                                           metadata=self._scalar_meta)
             self._writer.flush()
         with named(jsonl):
             self._jsonl.write(json.dumps(row) + "\n")
             self._jsonl.flush()
+        for sink in self._sinks:
+            sink.write(env_steps, logged)
         return row
 
     def close(self) -> None:

@@ -9,6 +9,7 @@
       metrics.jsonl   the same scalars, one JSON object per logged row (metrics.py)
       best/           with eval_every: the networks of the best evaluation so far, as a
                       TensorFlow checkpoint best-<n>, and best.json, its score and update
+      wandb_id        with --wandb: the W&B run's id, which a resume logs to (wandb_sink.py)
 
 This module knows the layout and the rules for starting, replacing and resuming a run;
 it imports neither TensorFlow nor Ray, so the CLI can check a run directory (and `dac
@@ -80,9 +81,13 @@ class RunDir:
     def startup_log(self) -> Path:
         return self.path / "startup.log"
 
+    @property
+    def wandb_id(self) -> Path:
+        return self.path / "wandb_id"
+
     def entries(self) -> list[Path]:
         return [self.config, self.plan, self.checkpoints, self.tensorboard, self.metrics,
-                self.best, self.startup_log]
+                self.best, self.startup_log, self.wandb_id]
 
     def keep_startup_lines(self, lines: list[str]) -> None:
         """Append the start-up lines kept off the console (TensorFlow's notices)."""

@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from distributed_ac.config.schema import Config
@@ -44,6 +45,7 @@ from distributed_ac.run.metrics import (
     Interval,
     MetricsLog,
 )
+from distributed_ac.run.wandb_sink import WandbSink, require_wandb
 from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
 from distributed_ac.training.selfplay import SnapshotPool
@@ -83,6 +85,8 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
     if cfg.self_play and cfg.eval_every and cfg.eval_opponent == "greedy":
         check_greedy(space.obs_shape, cfg.env)  # a game the greedy player cannot play
     encoder_for(cfg, space.obs_shape, space.mixed)  # an encoder that cannot read these observations, likewise
+    if cfg.wandb:
+        require_wandb()  # not installed: one line, before anything starts
     path = run_dir if resume else (run_dir or rundir.default_path(cfg.env))
     # Held until the run ends (the kernel drops it if this process dies): a second
     # writer, a resume or an --overwrite of a live run, is refused before anything starts.
@@ -104,7 +108,7 @@ def train(cfg: Config, address: str | None = None, dashboard: bool = False,
         with StopSignals(cfg.stop_timeout_s) as stop:  # from here on a signal is a flag, acted on at safe points
             trainer = _session(cfg, space, path, lock, stop, address, dashboard, resume,
                                overwrite, progress, learner, on_update)
-    return trainer.summary(time.monotonic() - start, stop)
+    return trainer.finish_tracking(trainer.summary(time.monotonic() - start, stop))
 
 
 def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
@@ -114,13 +118,19 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
     """Start the pool and the learner, write the run directory, run the loop; the
     Trainer it ran (its summary still to be made)."""
     pool, learner = start_pool_and_learner(cfg, space, address, dashboard, stop, learner)
+    tracking = None  # W&B (--wandb): in the driver only
     try:
         stop.reclaim()
         stop.check_startup()
+        # before the run directory is written: a W&B that cannot start leaves none behind
+        tracking = WandbSink(cfg, rundir.RunDir(Path(path)), resume) if cfg.wandb else None
         run = (rundir.resume_run(path, cfg) if resume
                else rundir.new_run(path, cfg, overwrite, lock))
+        if tracking is not None:
+            tracking.keep_id(run)
         run.keep_startup_lines(held_lines())
-        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update) as trainer:
+        with Trainer(cfg, run, pool, space, resume, progress, learner, on_update,
+                     tracking) as trainer:
             for info in pool.placement(stop.stopped):
                 trainer.progress.note(f"worker {info['worker_id']}: pid {info['pid']} on "
                                       f"node {info['node_ip']} ({info['node']}), "
@@ -131,6 +141,10 @@ def _session(cfg: Config, space, path, lock: rundir.RunLock, stop: StopSignals,
                 trainer.stop_on_error(e)
                 raise
             trainer.finish(stop)
+    except BaseException:
+        if tracking is not None:
+            tracking.finish(None)  # marked failed; a clean end waits for the summary
+        raise
     finally:
         pool.close()
     return trainer
@@ -141,7 +155,7 @@ class Trainer:
 
     def __init__(self, cfg: Config, run: rundir.RunDir, pool: Pool, space, resume: bool,
                  progress: ConsoleProgress | None, learner=None,
-                 on_update: UpdateHook | None = None):
+                 on_update: UpdateHook | None = None, tracking: WandbSink | None = None):
         from distributed_ac.learning.policy_set import learner_for
         from distributed_ac.run.checkpoint import Checkpointer
 
@@ -162,8 +176,10 @@ class Trainer:
         if resume:  # only now: a restore that fails leaves the run directory untouched
             run.write_config(cfg)
         counts = self.state.counters
+        self.tracking = tracking  # W&B (--wandb): gets every row, then finish_tracking's summary
         self.metrics = MetricsLog(run.tensorboard, run.metrics,
-                                  resume_at=counts.env_steps if resume else None)
+                                  resume_at=counts.env_steps if resume else None,
+                                  sinks=(self.tracking,) if self.tracking else ())
         self.interval = Interval()
         self.lags: collections.Counter = collections.Counter()  # this session's, per batch
         self.nonfinite_streak: collections.Counter = collections.Counter()  # per worker
@@ -394,6 +410,12 @@ class Trainer:
             self.metrics.close()
         finally:
             self.progress.close()
+
+    def finish_tracking(self, summary: dict) -> dict:
+        """Hand the run's summary to W&B (--wandb) and end its run there; `summary`."""
+        if self.tracking is not None:
+            self.tracking.finish(summary)
+        return summary
 
     def solved(self) -> bool:
         stats, target = self.state.stats, self.cfg.stop_at_return

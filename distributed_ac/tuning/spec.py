@@ -43,7 +43,12 @@ class TuneSpec:
                  (self.max_concurrent >= 0, "--max-concurrent must be >= 0 (0 = as many as fit)"),
                  (self.report_every >= 1, "--report-every must be >= 1"),
                  (self.grace_period >= 1 and self.perturbation_interval >= 1,
-                  "--grace-period and --perturbation-interval must be >= 1")]
+                  "--grace-period and --perturbation-interval must be >= 1"),
+                 # each trial would be a W&B run of its own, started again at every
+                 # PBT exploit and Tune restore: not wired up, so refused, not half-done
+                 (not self.base.wandb, "--wandb is for dac train: a search does not log "
+                                       "to Weights & Biases (each trial's metrics.jsonl "
+                                       "and TensorBoard events are in its directory)")]
         for ok, message in rules:
             if not ok:
                 raise UsageError(message)

@@ -56,11 +56,13 @@ def test_a_new_run_refuses_an_existing_run_unless_overwrite_and_keeps_other_file
     run_dir = tmp_path / "run"
     rundir.new_run(run_dir, Config(seed=1))
     (run_dir / "notes.txt").write_text("mine")
+    (run_dir / "wandb_id").write_text("old\n")  # the W&B run a resume of it would continue
     with pytest.raises(RunDirError, match="--resume .* --overwrite"):
         rundir.new_run(run_dir, Config(seed=2))
     run = rundir.new_run(run_dir, Config(seed=2), overwrite=True)
     assert rundir.saved_config(run).seed == 2
     assert (run_dir / "notes.txt").read_text() == "mine"
+    assert not (run_dir / "wandb_id").exists()  # the new run is not the old one's W&B run
 
 
 def test_default_run_directories_never_collide(tmp_path):

@@ -72,6 +72,7 @@ def test_the_default_metric_is_the_training_mean_without_evaluation_and_eval_wit
     (["--scheduler", "pbt"], {"normalize_obs": {"choice": [True, False]}},
      "cannot vary the network or the state its checkpoints hold (normalize_obs)"),
     (["--num-samples", "0"], SPACE, "--num-samples must be >= 1"),
+    (["--wandb"], SPACE, "--wandb is for dac train"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_trial(tmp_path, capsys, monkeypatch,
                                                            extra, space, says):

@@ -177,3 +177,13 @@ def spread_aec(**kwargs):
     from mpe2 import simple_spread_v3
 
     return simple_spread_v3.env(continuous_actions=False, max_cycles=25, **kwargs)
+
+
+class StatefulRelay(Relay):
+    """Relay with a global state (PettingZoo's state() and state_space): the step count
+    and every agent's last action, [k, last a, last b, last c]."""
+
+    state_space = gym.spaces.Box(-1.0, 100.0, (4,), np.float32)
+
+    def state(self) -> np.ndarray:
+        return np.array([self.k, *(self.last[a] for a in self.possible_agents)], np.float32)

@@ -88,12 +88,13 @@ class PolicySet:
             out[0][cols], out[1][cols] = stored, logp
         return out[0], self.head.env_action(out[0]), out[1]
 
-    def rollout_values(self, obs, starts: np.ndarray) -> np.ndarray:
+    def rollout_values(self, obs, starts: np.ndarray, critic=None) -> np.ndarray:
         """Policy.rollout_values over [T + 1, N] rows, each policy's V_target on its own."""
         values = np.empty(starts.shape, np.float32)
         for p, cols in self.columns(starts.shape[1]).items():
             values[:, cols] = self.policies[p].rollout_values(
-                tree_map(lambda a: a[:, cols], obs), starts[:, cols])
+                tree_map(lambda a: a[:, cols], obs), starts[:, cols],
+                None if critic is None else critic[:, cols])
         return values
 
     def rows_without_choice(self, legal: np.ndarray) -> np.ndarray:

@@ -35,7 +35,9 @@ class Policy:
         self.space, self.spec = space, spec
         self.encoder = registry.numpy_encoder(spec)
         self.head = registry.numpy_head(spec, space)
-        self.target_encoder, self.value_head = registry.numpy_encoder(spec), ValueHead()
+        # a centralised critic's V_target reads rows of its own (ModelSpec.critic_spec)
+        self.target_encoder = registry.numpy_encoder(spec.critic_spec)
+        self.value_head = ValueHead()
         self.cores = ({parts.ACTOR_CORE: registry.numpy_core(spec),
                        parts.TARGET_CORE: registry.numpy_core(spec)}
                       if spec.recurrent else {})
@@ -77,25 +79,29 @@ class Policy:
             return x
         return normalize_np(x, *self._obs_norm, self.spec.obs_clip)
 
-    def value(self, obs) -> np.ndarray:
+    def value(self, obs, critic: np.ndarray | None = None) -> np.ndarray:
         """V_target(obs) for obs [B, *obs_shape] -> [B], in blocks of VALUE_BLOCK rows
-        (a block's activations stay in cache; one pass over 17k rows ran at half speed)."""
+        (a block's activations stay in cache; one pass over 17k rows ran at half speed);
+        a centralised critic reads `critic` [B, critic_width] instead, as it comes."""
         rows = leading(obs)[0]
         out = np.empty(rows, np.float32)
-        x = self._input(obs)
+        x = self._input(obs) if critic is None else critic
         for i in range(0, rows, VALUE_BLOCK):
             block = tree_map(lambda a: a[i:i + VALUE_BLOCK], x)
             out[i:i + VALUE_BLOCK] = self.value_head(self.target_encoder(block))
         return out
 
-    def rollout_values(self, obs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    def rollout_values(self, obs: np.ndarray, starts: np.ndarray,
+                       critic: np.ndarray | None = None) -> np.ndarray:
         """V_target over a rollout's T + 1 observations [T + 1, N, ...] (the last is the
         bootstrap), the core unrolled from its state with `starts` [T + 1, N]; the state
-        advances by T steps (the bootstrap step is the next rollout's first). [T + 1, N]."""
+        advances by T steps (the bootstrap step is the next rollout's first). [T + 1, N].
+        `critic` [T + 1, N, critic_width]: a centralised critic's input (feed-forward)."""
         steps, n = starts.shape
         obs = tree_map(lambda a: a.reshape(steps * n, *a.shape[2:]), obs)
         if not self.cores:
-            return self.value(obs).reshape(steps, n)
+            flat = None if critic is None else critic.reshape(steps * n, -1)
+            return self.value(obs, flat).reshape(steps, n)
         x, rows = self._input(obs), steps * n
         features = None
         for i in range(0, rows, VALUE_BLOCK):  # the encoder returns a reused buffer: copy

@@ -20,6 +20,7 @@ from distributed_ac.core.normalization import moments
 from distributed_ac.core.obs import concat, stack, tree_map
 from distributed_ac.core.rng import draw_rows, sub_env_streams
 from distributed_ac.envs import atari
+from distributed_ac.envs.central import CRITIC_KEY
 from distributed_ac.envs.multiagent import ACTIVE_KEY
 from distributed_ac.envs.selfplay import SelfPlayVectorEnv
 from distributed_ac.envs.vector import (
@@ -151,6 +152,8 @@ class RolloutWorker:
         self._starts = np.ones(self.num_envs, bool)  # this obs is an episode's first
         # multi-agent rows: whose agent is alive in this obs (acts next); None otherwise
         self._active = info.get(ACTIVE_KEY)
+        # critic_input state or joint: the critic's rows at this obs; None otherwise
+        self._critic = info.get(CRITIC_KEY)
         self.policy.reset_state(self.num_envs)
 
     def reseed(self, seed: int) -> None:
@@ -201,6 +204,7 @@ class RolloutWorker:
             active = infos[ACTIVE_KEY]
             self._starts = self._starts | (active & ~self._active)
             self._active = active
+        self._critic = infos.get(CRITIC_KEY)
         self._obs = self._as_obs(next_obs)
         return r, te, tr, real, ended
 
@@ -226,13 +230,16 @@ class RolloutWorker:
         return idle_s
 
     @staticmethod
-    def _optional_fields(starts: list, core_state: dict, legals: list) -> dict:
+    def _optional_fields(starts: list, core_state: dict, legals: list, critic: list) -> dict:
         """The Batch fields only some runs have: a recurrent core's episode starts and
-        initial state, and the action masks of an env that has them."""
+        initial state, the action masks of an env that has them, and a centralised
+        critic's input (T + 1 steps)."""
         optional = ({"starts": np.stack(starts).astype(np.float32), "core_state": core_state}
                     if core_state else {})
         if legals[0] is not None:
             optional["action_mask"] = np.stack(legals)
+        if critic[0] is not None:
+            optional["critic_obs"] = np.stack(critic)
         return optional
 
     def collect(self, weights: Weights | None = None) -> Batch:
@@ -241,11 +248,12 @@ class RolloutWorker:
         T = self.cfg.rollout_length
         noise = draw_rows(self.streams, self.policy.head.noise_kind, T, self.space.num_actions)
         obs, actions, logp, rew, term, trunc, mask = [], [], [], [], [], [], []
-        returns, lengths, ends, disc, starts, legals = [], [], [], [], [], []
+        returns, lengths, ends, disc, starts, legals, critic = [], [], [], [], [], [], []
         core_state = {name: [a.copy() for a in s] for name, s in self.policy.state.items()}
         for t in range(T):
             obs.append(self._obs)
             starts.append(self._starts)
+            critic.append(self._critic)
             legal = self._checked_legal(t)
             legals.append(legal)
             stored, env_action, lp = self.policy.act(self._obs, None, starts=self._starts,
@@ -265,13 +273,15 @@ class RolloutWorker:
                 ends.append(episode_end(t, ended[2], self.first_env))
         obs_arr = stack(obs)
         starts.append(self._starts)
-        values = self.policy.rollout_values(concat([obs_arr, tree_map(lambda a: a[None], self._obs)]),
-                                            np.stack(starts))
+        critic.append(self._critic)
+        values = self.policy.rollout_values(
+            concat([obs_arr, tree_map(lambda a: a[None], self._obs)]), np.stack(starts),
+            None if self._critic is None else np.stack(critic))
         w = self.policy.weights
         f32 = np.float32
         nonfinite = self._nonfinite(obs_arr, np.stack(rew), w.version)
         self._handed_in = time.monotonic()
-        optional = self._optional_fields(starts[:T], core_state, legals)
+        optional = self._optional_fields(starts[:T], core_state, legals, critic)
         return Batch(
             obs=obs_arr, actions=np.stack(actions), rewards=np.stack(rew).astype(f32),
             terminated=np.stack(term).astype(f32), truncated=np.stack(trunc).astype(f32),

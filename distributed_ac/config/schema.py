@@ -54,6 +54,8 @@ class Config:
     """PettingZoo envs of more than one agent (one policy shared by all): each agent's observation gets the one-hot of its index in possible_agents, as an observation entry `agent_id`, so the policy can tell the agents apart; false (--no-agent-id) = the agents' own observations only."""
     policy_mapping: tuple[str, ...] = ()
     """PettingZoo envs: separate policies, as agent=policy entries (the agent a name or a wildcard: --policy-mapping 'adversary_*=adversary' 'agent_*=agent'; YAML: a mapping or a list of entries); each policy has its own actor, critic, optimizers and V_target and trains on its agents' rows, in one run; every agent must match an entry (the first that matches wins). Empty = one policy shared by all agents."""
+    critic_input: Literal["own", "central", "state", "joint"] = "own"
+    """What the critic (V and V_target) reads in PettingZoo envs of several agents: own = the agent's own observation, as the actor (IPPO); state = the env's global state() (MAPPO's centralised critic); joint = every agent's observation concatenated in possible_agents order; central = state where the env has a state_space, else joint. Beside state or joint the critic reads the one-hot of the agent's index. The actor reads its own observation whatever this says, so acting, evaluate and export need no global state. Not central: feed-forward networks (core none), separate topology, no self_play."""
     self_play: bool = False
     """Two-player turn-based PettingZoo games (an AEC env as module:function, e.g. pettingzoo.classic.connect_four_v3:env): the policy plays one seat, drawn each game, against an opponent drawn from a pool of frozen earlier versions of itself (kept in the run directory's opponents/); evaluation plays eval_opponent and logs the win rate."""
     opponent_pool_size: int = 8
@@ -308,6 +310,15 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
          "self_play plays feed-forward policies only (core none): the frozen opponents keep no state"),
         (not c.self_play or not c.policy_mapping,
          "self_play trains one policy against its earlier versions; policy_mapping does not apply"),
+        (c.critic_input == "own" or c.core == "none",
+         f"critic_input {c.critic_input} takes feed-forward networks (core none): a "
+         "recurrent critic of the joint input is not supported"),
+        (c.critic_input == "own" or c.topology != "shared",
+         f"critic_input {c.critic_input} needs topology separate: a shared trunk would "
+         "feed the critic the actor's own observation"),
+        (c.critic_input == "own" or not c.self_play,
+         f"critic_input {c.critic_input} is for PettingZoo envs of several agents acting "
+         "together; self_play plays one seat"),
         (c.envs_per_worker >= 0, "envs_per_worker must be >= 0 (0 = auto)"),
         (c.frame_size >= -1, "frame_size must be >= -1 (0 = auto, -1 = the env's own size)"),
         (c.frame_stack >= 0, "frame_stack must be >= 0 (0 = auto)"),

@@ -50,6 +50,9 @@ class Batch:
     # invalid-action masking: the masks the actions were sampled under, 1 = allowed
     # (a reset step's all 1); None when the env has no action_mask
     action_mask: np.ndarray | None = None  # [T, N, num_actions] bool
+    # critic_input state or joint: what the critic reads at each observation and at the
+    # bootstrap one after the last step (envs/central.py); None when it reads obs
+    critic_obs: np.ndarray | None = None  # [T+1, N, critic_width] float32
     # [count, mean, var] of the sub-envs' discounted returns over this batch's steps
     # (normalize_reward; zeros otherwise, which the learner's merge ignores)
     return_moments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
@@ -92,6 +95,8 @@ class Batch:
             starts=np.concatenate([b.starts for b in batches], axis=1) if recurrent else None,
             action_mask=(np.concatenate([b.action_mask for b in batches], axis=1)
                          if batches[0].action_mask is not None else None),
+            critic_obs=(np.concatenate([b.critic_obs for b in batches], axis=1)
+                        if batches[0].critic_obs is not None else None),
             core_state=({part: [np.concatenate([b.core_state[part][i] for b in batches])
                                 for i in range(len(arrays_))]
                          for part, arrays_ in batches[0].core_state.items()}

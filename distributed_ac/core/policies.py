@@ -99,6 +99,7 @@ def batch_columns(batch: Batch, cols: np.ndarray, policy_index: int) -> Batch:
         behaviour_logp=pick(batch.behaviour_logp), values=pick(batch.values),
         starts=None if batch.starts is None else pick(batch.starts),
         action_mask=None if batch.action_mask is None else pick(batch.action_mask),
+        critic_obs=None if batch.critic_obs is None else pick(batch.critic_obs),
         core_state=(None if batch.core_state is None else
                     {part: [a[cols] for a in arrays] for part, arrays in batch.core_state.items()}),
         return_moments=moments[policy_index] if moments.ndim == 2 else moments)

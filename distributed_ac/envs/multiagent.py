@@ -39,6 +39,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from distributed_ac.core.errors import EnvError
+from distributed_ac.envs.central import CRITIC_KEY, CriticInput
 from distributed_ac.envs.padding import Padding, one_line, padding_for
 from distributed_ac.envs.structured import MASK_KEY
 
@@ -157,13 +158,18 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
     """`num_envs` copies of a ParallelEnv as num_envs x agents rows (module docstring);
     `make()` makes one copy. self.num_envs is the number of rows, self.copies the envs."""
 
-    def __init__(self, make: Callable, num_envs: int, agent_id: bool = True, name: str = ""):
+    def __init__(self, make: Callable, num_envs: int, agent_id: bool = True, name: str = "",
+                 critic_input: str = "own"):
         self.copies = [make() for _ in range(num_envs)]
         first = self.copies[0]
         self.agents = tuple(getattr(first, "possible_agents", None) or ())
         self.name = name
         self._inner, act_space, self._pad = row_spaces(first, name)
         self.num_agents = len(self.agents)
+        # critic_input state or joint: what the critic reads, in info (envs/central.py)
+        self.critic = (None if critic_input == "own" else
+                       CriticInput(critic_input, first, self._inner, self.num_agents,
+                                   num_envs, name))
         self.with_id = agent_id and self.num_agents > 1
         masked = self._pad is not None and self._pad.choices is not None
         self._masks = np.tile(self._pad.masks(), (num_envs, 1)) if masked else None
@@ -183,6 +189,11 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
         self._ended = np.zeros(num_envs, bool)  # the copy's episode is over: next step resets
 
     @property
+    def critic_width(self) -> int:
+        """The width of the critic's input rows (0: the critic reads the observation)."""
+        return 0 if self.critic is None else self.critic.width
+
+    @property
     def padded_actions(self) -> bool:
         """Whether the agents' Discrete actions differ, so rows carry masks."""
         return self._masks is not None
@@ -196,7 +207,7 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
         for c, penv in enumerate(self.copies):
             obs, _ = penv.reset(seed=seeds[c], options=options)
             self._arrived(c, penv, obs, rows)
-        return self._batch(rows), {ACTIVE_KEY: self._alive.copy()}
+        return self._batch(rows), self._info(rows)
 
     def step(self, actions):
         actions = list(iterate(self.action_space, actions))
@@ -214,8 +225,15 @@ class ParallelVectorEnv(gym.vector.VectorEnv):
             except Exception as e:  # the worker's message names the copy, as a sub-env
                 e.sub_env_index = c
                 raise
-        return (self._batch(rows), rewards, terminated, truncated,
-                {ACTIVE_KEY: self._alive.copy()})
+        return self._batch(rows), rewards, terminated, truncated, self._info(rows)
+
+    def _info(self, rows: list) -> dict:
+        """Which rows' agents are alive, and with critic_input state or joint what their
+        critic reads, at the observations `rows` just returned."""
+        info = {ACTIVE_KEY: self._alive.copy()}
+        if self.critic is not None:
+            info[CRITIC_KEY] = self.critic.rows(self.copies, rows)
+        return info
 
     def _rows(self, c: int) -> slice:
         return slice(c * self.num_agents, (c + 1) * self.num_agents)

@@ -51,6 +51,9 @@ class EnvSpace:
     # (envs/multiagent.py), 1 for a Gymnasium env; what the run plan counts samples by
     agents: int = 1
     agent_names: tuple[str, ...] = ()  # possible_agents, in their rows' order
+    # critic_input state or joint: the width of the critic's float32 input rows
+    # (envs/central.py); 0 = the critic reads the observation, as the actor
+    critic_width: int = 0
 
     def __post_init__(self):
         if not self.obs_shape:
@@ -133,7 +136,8 @@ def space_of(venv: gym.vector.VectorEnv, env: str, use_mask: bool = True,
     space = _space(parts.obs_space if parts else obs_space, act_space, env)
     if isinstance(venv.unwrapped, ParallelVectorEnv):
         space = dataclasses.replace(space, agents=venv.unwrapped.num_agents,
-                                    agent_names=tuple(map(str, venv.unwrapped.agents)))
+                                    agent_names=tuple(map(str, venv.unwrapped.agents)),
+                                    critic_width=venv.unwrapped.critic_width)
         if venv.unwrapped.padded_actions and not use_mask:
             raise EnvError(f"'{env}': its agents' Discrete actions are padded to one space "
                            "with the choices an agent lacks masked out; ignore_action_mask "

@@ -93,7 +93,7 @@ def parallel_maker_of(env: str):
 
 def make_parallel_vector_env(env: str, num_envs: int, agent_id: bool = True,
                              vectorization: str = "auto", preprocess: atari.Preprocess | None = None,
-                             self_play: bool = False, **make_kwargs):
+                             self_play: bool = False, critic_input: str = "own", **make_kwargs):
     """`num_envs` copies of a PettingZoo entry point's env as one checked vector env of
     num_envs x agents rows (each copy made with `make_kwargs`), or with `self_play` of
     num_envs games, the policy in one seat (envs/selfplay.py); None when `env` makes
@@ -111,7 +111,7 @@ def make_parallel_vector_env(env: str, num_envs: int, agent_id: bool = True,
         raise EnvError(f"'{env}' is a PettingZoo env: frame_size, grayscale, frame_stack, "
                        "sticky_actions and info_action_mask apply to Gymnasium envs only")
     return _checked(made(env, lambda: multiagent.ParallelVectorEnv(
-        lambda: maker(**make_kwargs), num_envs, agent_id, env)), env)
+        lambda: maker(**make_kwargs), num_envs, agent_id, env, critic_input)), env)
 
 
 def _self_play_env(env: str, num_envs: int, vectorization: str, **make_kwargs):
@@ -169,14 +169,19 @@ def _vector_mode(vectorization: str, spec: gym.envs.registration.EnvSpec) -> str
 
 def make_vector_env(env: str, num_envs: int, vectorization: str = "auto",
                     preprocess: atari.Preprocess | None = None,
-                    agent_id: bool = True, self_play: bool = False) -> gym.vector.VectorEnv:
+                    agent_id: bool = True, self_play: bool = False,
+                    critic_input: str = "own") -> gym.vector.VectorEnv:
     """A checked VectorEnv of `num_envs` sub-envs in NEXT_STEP autoreset mode, each
     preprocessed as atari.py says (ALE ids always; other envs as `preprocess` asks); a
-    PettingZoo env's copies as num_envs x agents rows (make_parallel_vector_env)."""
+    PettingZoo env's copies as num_envs x agents rows (make_parallel_vector_env), with
+    `critic_input` state or joint also the critic's rows (envs/central.py)."""
     parallel = make_parallel_vector_env(env, num_envs, agent_id, vectorization, preprocess,
-                                        self_play)
+                                        self_play, critic_input)
     if parallel is not None:
         return parallel
+    if critic_input != "own":
+        raise EnvError(f"critic_input {critic_input} is for PettingZoo envs of several "
+                       f"agents; '{env}' is a Gymnasium env (use critic_input own)")
     env_id = resolve_env_id(env)
     preprocess = preprocess or atari.Preprocess()
     if atari.is_ale(env_id) and vectorization in ("auto", "vector_entry_point"):
@@ -247,7 +252,7 @@ def vector_env_for(cfg, num_envs: int) -> gym.vector.VectorEnv:
     importing its gym_packages, in whichever process this runs)."""
     import_packages(cfg.gym_packages)
     return make_vector_env(cfg.env, num_envs, cfg.vectorization, atari.Preprocess.of(cfg),
-                           cfg.agent_id, cfg.self_play)
+                           cfg.agent_id, cfg.self_play, cfg.critic_input)
 
 
 def resolved(cfg):
@@ -311,7 +316,7 @@ def space_for(cfg) -> EnvSpace:
     import_packages(cfg.gym_packages)
     return probe_space(cfg.env, cfg.vectorization, atari.Preprocess.of(cfg),
                        not cfg.ignore_action_mask, cfg.observe_action_mask, cfg.text_obs,
-                       cfg.agent_id, cfg.self_play)
+                       cfg.agent_id, cfg.self_play, cfg.critic_input)
 
 
 def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
@@ -323,13 +328,14 @@ def configured_space(venv: gym.vector.VectorEnv, cfg) -> EnvSpace:
 def probe_space(env: str, vectorization: str = "auto",
                 preprocess: atari.Preprocess | None = None, use_mask: bool = True,
                 observe_mask: bool = False, text_obs: str = "drop",
-                agent_id: bool = True, self_play: bool = False) -> EnvSpace:
+                agent_id: bool = True, self_play: bool = False,
+                critic_input: str = "own") -> EnvSpace:
     """Make a one-env vector env just long enough to read its spaces (space_of); an
     async one is probed sync (no subprocess for one look), except a PettingZoo env's,
     which refuses async as its workers would."""
     if vectorization == "async" and not self_play and parallel_maker_of(env) is None:
         vectorization = "sync"
-    venv = make_vector_env(env, 1, vectorization, preprocess, agent_id, self_play)
+    venv = make_vector_env(env, 1, vectorization, preprocess, agent_id, self_play, critic_input)
     try:
         return space_of(venv, env, use_mask, observe_mask, text_obs)
     finally:

@@ -36,6 +36,7 @@ from distributed_ac.learning.step_args import (
     StepInput,
     blank_batch,
     core_states,
+    critic_of,
     legal_of,
     pack_per_step,
     step_input,
@@ -172,9 +173,10 @@ class Learner:
         returns (metrics, log pi of the taken actions, whether it was applied)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
+            critic = x.critic_rows  # None: the critic reads the observations
             logp, entropy, v = obj.policy_value_terms(flat_obs, x.actions, x.shape, x.seq,
-                                                      self._flat_legal(x.legal))
-            values = obj.bootstrap_values(v, flat_obs, x.values)
+                                                      self._flat_legal(x.legal), critic)
+            values = obj.bootstrap_values(v, flat_obs if critic is None else critic, x.values)
             targets, adv = obj.targets(tf.stop_gradient(logp), x._replace(values=values))
             actor_total, critic_loss, metrics = obj.losses(logp, entropy, v, targets, adv,
                                                            x.mask)
@@ -182,12 +184,14 @@ class Learner:
         del tape
         return {**metrics, "grad_norm_actor": a_norm, "grad_norm_critic": c_norm}, logp, applied
 
-    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp, seq=None, legal=None):
+    def _minibatch_step(self, obs, actions, targets, adv, mask, old_logp, seq=None, legal=None,
+                        critic_obs=None):
         """One step of both optimizers on a minibatch of flat samples, with the clipped
         surrogate; returns (metrics as clipped.METRICS orders them, finite)."""
         obj = self.objective
         with tf.GradientTape(persistent=True) as tape:
-            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv), seq, legal)
+            logp, entropy, v = obj.policy_value_terms(obs, actions, tf.shape(adv), seq, legal,
+                                                      critic_obs)
             actor_total, critic_loss, m = obj.losses(logp, entropy, v, targets, adv, mask,
                                                      old_logp)
         a_norm, c_norm, finite = self.optimizers.apply(tape, actor_total, critic_loss)
@@ -244,6 +248,8 @@ class Learner:
                            adv=flat(adv), mask=flat(x.mask), old_logp=flat(old_logp))
             if legal is not None:
                 columns["legal"] = flat_legal
+            if x.critic_obs is not None:  # a centralised critic's rows, shuffled alike
+                columns["critic_obs"] = x.critic_rows
             metrics, finite = clipped.clipped_update(self._minibatch_step, columns,
                                                      c.update_epochs, minibatch_samples(c),
                                                      self.shuffle_rng)
@@ -264,7 +270,7 @@ class Learner:
             out, actor, target = self._step_fn(sync)(
                 batch.obs, batch.actions, pack_per_step(batch, self.spec.recurrent),
                 batch.values, batch.return_moments, *legal_of(self.space, batch),
-                *core_states(self.spec, batch))
+                *critic_of(self.space, batch), *core_states(self.spec, batch))
         return dict(zip(self._metric_names, out.numpy().tolist())), actor, target, sync
 
     def step(self, batch: Batch) -> dict[str, float]:

@@ -117,14 +117,16 @@ class Networks:
                else (names.CRITIC_ENCODER, names.CRITIC_CORE, names.CRITIC_HEAD))
         return self._trainable(own)
 
-    def actor_and_value(self, obs, seq: "Sequence | None" = None):
+    def actor_and_value(self, obs, seq: "Sequence | None" = None, critic_obs=None):
         """The actor's output and V(obs) [B, 1] from one pass over the encoder (and core).
         In the shared topology calling `actor` and then `critic` would run the encoder (a
         CNN, for pixels) twice forward and twice backward; here both heads read one set of
         features. The gradients are the same: the encoder's is the sum of what each head
-        sends back. `seq`: with a recurrent core, how the B = T x N rows unroll."""
+        sends back. `seq`: with a recurrent core, how the B = T x N rows unroll;
+        `critic_obs` [B, critic_width]: what a centralised critic reads instead of obs."""
         features = self._features("actor", obs, seq)
-        critic = features if self.shared else self._features("critic", obs, seq)
+        critic = features if self.shared else self._features(
+            "critic", obs if critic_obs is None else critic_obs, seq)
         return self._policy(features), self.parts[names.CRITIC_HEAD](critic)
 
     def actor_output(self, obs, seq: "Sequence | None" = None):
@@ -183,16 +185,26 @@ def _keras_input(shape, dtype, name):
     return keras.Input(shape=shape, dtype=dtype, name=name)
 
 
+def critic_network_input(space: EnvSpace, make):
+    """What the critic's and V_target's encoders read: the observations as the actor's
+    do, or a centralised critic's float32 rows (envs/central.py)."""
+    if space.critic_width:
+        return make((space.critic_width,), "float32", "critic_obs")
+    return network_input(space, make)
+
+
 def _models(space: EnvSpace, parts: dict) -> tuple:
-    """Actor, critic and V_target as Keras models of observations."""
+    """Actor, critic and V_target as Keras models of observations (the critic's and
+    V_target's of a centralised critic's input)."""
     inp = network_input(space, _keras_input)
     pi_out = parts[names.ACTOR_HEAD](parts[names.ACTOR_ENCODER](inp))
     if names.LOG_STD in parts:
         pi_out = [pi_out, parts[names.LOG_STD](pi_out)]
     actor = keras.Model(inp, pi_out, name="actor")
-    critic = keras.Model(inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](inp)),
+    c_inp = critic_network_input(space, _keras_input) if space.critic_width else inp
+    critic = keras.Model(c_inp, parts[names.CRITIC_HEAD](parts[names.CRITIC_ENCODER](c_inp)),
                          name="critic")
-    t_inp = network_input(space, _keras_input)
+    t_inp = critic_network_input(space, _keras_input)
     v_target = keras.Model(t_inp, parts[names.TARGET_HEAD](parts[names.TARGET_ENCODER](t_inp)),
                            name="v_target")
     return actor, critic, v_target
@@ -230,13 +242,14 @@ def _recurrent_models(spec: ModelSpec, space: EnvSpace, parts: dict, s: int) -> 
 def build_networks(spec: ModelSpec, space: EnvSpace, seed: int) -> Networks:
     """Build actor, critic and V_target for `spec`; V_target starts equal to V."""
     s = seed * 1000
-    critic_encoder = _encoder(spec, "trunk" if spec.shared else "critic", s + 100)
+    critic_spec = spec.critic_spec  # spec itself unless the critic reads an input of its own
+    critic_encoder = _encoder(critic_spec, "trunk" if spec.shared else "critic", s + 100)
     parts = {names.CRITIC_ENCODER: critic_encoder,
              names.ACTOR_ENCODER: critic_encoder if spec.shared else _encoder(spec, "actor", s),
              # a small init keeps a new policy near uniform (cleanRL)
              names.ACTOR_HEAD: DenseHead(spec.num_actions, "pi_head", 0.01, s + 200),
              names.CRITIC_HEAD: DenseHead(1, "v_head", 1.0, s + 300),
-             names.TARGET_ENCODER: _encoder(spec, "target", s + 400),
+             names.TARGET_ENCODER: _encoder(critic_spec, "target", s + 400),
              names.TARGET_HEAD: DenseHead(1, "target_v_head", 1.0, s + 500)}
     if registry.head_of(spec).log_std:
         parts[names.LOG_STD] = LogStd(spec.num_actions, spec.log_std_init, name="log_std")

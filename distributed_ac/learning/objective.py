@@ -58,10 +58,12 @@ class Objective:
             ent = distributions.tanh_gaussian_entropy(mean, log_std, u, self.half_range)
         return tf.reshape(logp, shape), tf.reshape(ent, shape)
 
-    def policy_value_terms(self, flat_obs, actions, shape, seq=None, legal=None):
+    def policy_value_terms(self, flat_obs, actions, shape, seq=None, legal=None,
+                           critic_obs=None):
         """log pi(a|s), entropy and V(s), all in `shape`, with one pass over a shared
-        encoder; `seq` unrolls a recurrent core (networks.Sequence)."""
-        actor_out, v = self.nets.actor_and_value(flat_obs, seq)
+        encoder; `seq` unrolls a recurrent core (networks.Sequence); `critic_obs`: a
+        centralised critic's input rows, which V reads instead of the observations."""
+        actor_out, v = self.nets.actor_and_value(flat_obs, seq, critic_obs)
         logp, ent = self.policy_terms(actor_out, actions, shape, legal)
         return logp, ent, tf.reshape(v, shape)
 
@@ -75,8 +77,9 @@ class Objective:
         which its worker computed with the V_target it acted with, as many versions old
         as the batch; or V_target's now for the rollout's T steps, so that a critic that
         moved since the batch was made is anchored to itself, not to its old values. `v`:
-        V on the batch ([T, N]). The value after the last step stays the worker's (the
-        batch has no observation there)."""
+        V on the batch ([T, N]); `flat_obs`: what V_target reads (a centralised critic's
+        input rows). The value after the last step stays the worker's (the learner's
+        step takes no observation there)."""
         if not self.rule.recomputes_values:
             return values
 

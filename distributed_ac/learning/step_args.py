@@ -32,8 +32,11 @@ def step_signature(space: EnvSpace, spec: ModelSpec, T: int) -> list:
     states = ([tf.TensorSpec([None, spec.core_size], f32)] * 2 * state_size(spec.core)
               if spec.recurrent else [])
     legal = [tf.TensorSpec([T, None, space.mask_size], tf.bool)] if space.mask_size else []
+    critic = ([tf.TensorSpec([T + 1, None, space.critic_width], f32)]
+              if space.critic_width else [])
     return [obs, act, tf.TensorSpec([rows, T, None], f32),
-            tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal, *states]
+            tf.TensorSpec([T + 1, None], f32), tf.TensorSpec([3], tf.float64), *legal,
+            *critic, *states]
 
 
 class StepInput(NamedTuple):
@@ -57,10 +60,20 @@ class StepInput(NamedTuple):
     """[T, N, mask_size] bool action masks, None when the env has none."""
     seq: Sequence | None = None
     """How a recurrent core unrolls the rows (None without a core)."""
+    critic_obs: tf.Tensor | None = None
+    """[T + 1, N, critic_width]: a centralised critic's input (None: it reads obs)."""
 
     @property
     def shape(self):
         return tf.shape(self.rewards)
+
+    @property
+    def critic_rows(self):
+        """A centralised critic's input at the T steps as flat rows [T * N, critic_width]
+        (the bootstrap step's value is the worker's); None when the critic reads obs."""
+        if self.critic_obs is None:
+            return None
+        return tf.reshape(self.critic_obs[:-1], [-1, self.critic_obs.shape[-1]])
 
 
 def step_input(space: EnvSpace, spec: ModelSpec, obs, actions, per_step, values,
@@ -68,12 +81,13 @@ def step_input(space: EnvSpace, spec: ModelSpec, obs, actions, per_step, values,
     """The traced step's arguments (step_signature's order) as one StepInput."""
     rewards, term, trunc, mask, behaviour_logp, *starts = tf.unstack(per_step)
     legal, states = (rest[0], rest[1:]) if space.mask_size else (None, rest)
+    critic, states = (states[0], states[1:]) if space.critic_width else (None, states)
     seq = None
     if spec.recurrent:  # [T, N] rows unrolled from the stored states
         k = len(states) // 2
         seq = Sequence(tf.shape(rewards), tuple(states[:k]), tuple(states[k:]), starts[0])
     return StepInput(obs, actions, rewards, term, trunc, mask, behaviour_logp, values,
-                     return_moments, legal, seq)
+                     return_moments, legal, seq, critic)
 
 
 def pack_per_step(batch: Batch, recurrent: bool = False) -> np.ndarray:
@@ -99,6 +113,11 @@ CORE_OF_CRITIC = {True: ACTOR_CORE, False: TARGET_CORE}  # by topology: shared?
 def legal_of(space: EnvSpace, batch: Batch) -> list:
     """The batch's action masks as the step takes them ([] when the env has none)."""
     return [batch.action_mask] if space.mask_size else []
+
+
+def critic_of(space: EnvSpace, batch: Batch) -> list:
+    """A centralised critic's input as the step takes it ([] when the critic reads obs)."""
+    return [batch.critic_obs] if space.critic_width else []
 
 
 def zero_core_state(spec: ModelSpec, n: int, T: int) -> dict:
@@ -131,4 +150,6 @@ def blank_batch(space: EnvSpace, spec: ModelSpec, T: int, n: int, reward: float 
                  mask=np.ones((T, n), f32), behaviour_logp=zeros,
                  values=np.zeros((T + 1, n), f32), policy_version=versions[0],
                  target_version=versions[1], **zero_core_state(spec, n, T),
-                 action_mask=all_allowed(space, n, T))
+                 action_mask=all_allowed(space, n, T),
+                 critic_obs=(np.zeros((T + 1, n, space.critic_width), f32)
+                             if space.critic_width else None))

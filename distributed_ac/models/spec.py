@@ -61,6 +61,10 @@ class ModelSpec:
     mixed: bool = False
     """An image beside vector entries: the encoder is `encoder` for the image and an MLP
     of hidden_sizes for the vector, their features concatenated."""
+    critic_width: int = 0
+    """critic_input state or joint: the critic and V_target read float32 rows of this
+    width (envs/central.py) through an MLP of their own (critic_spec); 0 = they read the
+    observation, as the actor does."""
 
     @staticmethod
     def of(cfg: Config, space) -> "ModelSpec":
@@ -72,8 +76,19 @@ class ModelSpec:
                          obs_norm=obs_normalized(cfg, space.obs_shape, space.mixed),
                          obs_clip=cfg.obs_clip, mixed=space.mixed,
                          log_std_init=cfg.log_std_init, cnn_precision=cfg.cnn_precision,
-                         core=cfg.core,
+                         core=cfg.core, critic_width=space.critic_width,
                          core_size=cfg.core_size or _auto_core_size(encoder, cfg.hidden_sizes))
+
+    @property
+    def critic_spec(self) -> "ModelSpec":
+        """The spec the critic's and V_target's encoders are built from: this one, or
+        with a centralised critic an MLP (mlp_ln where the actor's is) of the same
+        hidden sizes over its vector rows, never normalised (their statistics are the
+        actor's observations')."""
+        if not self.critic_width:
+            return self
+        return dataclasses.replace(self, encoder="mlp_ln" if self.encoder == "mlp_ln" else "mlp",
+                                   mixed=False, obs_norm=False, cnn_precision="float32")
 
     @property
     def recurrent(self) -> bool:
@@ -109,6 +124,8 @@ def shared_for(cfg: Config, encoder: str) -> bool:
     policy-gradient loss keeps a recurrent core apart: at its rates the critic's
     gradient through a shared core lost CueMemory's cue; docs/notes/recurrent-speed.md)."""
     if cfg.topology == "auto":
+        if cfg.critic_input != "own":  # the critic reads an input of its own
+            return False
         recurrent_clip = cfg.core != "none" and cfg.policy_loss == "clip"
         return registry.encoder_kind(encoder).images or recurrent_clip
     return cfg.topology == "shared"

@@ -34,7 +34,7 @@ from distributed_ac.run.files import named
 
 # Changing any of these changes the networks a checkpoint holds, so a resume refuses it.
 NETWORK_FIELDS = ("env", "topology", "torso", "hidden_sizes", "activation", "core", "core_size",
-                  "observe_action_mask")  # the last sets the networks' input width
+                  "observe_action_mask", "critic_input")  # the last two set input widths
 # ... and these change what else it holds, or the networks' inputs: the observation and
 # return statistics, the minibatch shuffle's generator (policy_loss clip), the shape of
 # what the env's observations become, the set of policies. A checkpoint without them

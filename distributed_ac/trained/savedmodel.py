@@ -23,6 +23,10 @@ one float32 [B, S] array (the LSTM's h and c side by side, the GRU's h):
     action, state = m.action(obs, state)        # carry state to the next step
     value, value_state = m.value(obs, value_state)   # the critic keeps its own
 
+A centralised critic (critic_input state or joint) reads what the env's info gave it,
+not the observation: `m.value(critic_obs)`, float32 [B, critic_width] (envs/central.py);
+`m.action` still takes the agent's own observation alone.
+
 and a sub-env whose episode ends starts the next one from zeros again.
 
 An image policy (a CNN torso) takes observations as the env gives them, e.g. uint8
@@ -126,7 +130,12 @@ class PolicyModule(tf.Module):
         else:
             state = []
         self.action = tf.function(self._action, input_signature=[obs, *mask, *state])
-        self.value = tf.function(self._value, input_signature=[obs, *state])
+        if space.critic_width:  # the critic reads its own rows (no core: refused by Config)
+            self._encode_critic = _encoder_forward(self.spec.critic_spec)
+            critic_obs = tf.TensorSpec([None, space.critic_width], tf.float32, name="critic_obs")
+            self.value = tf.function(self._central_value, input_signature=[critic_obs])
+        else:
+            self.value = tf.function(self._value, input_signature=[obs, *state])
 
     def _input(self, obs):
         """The served observations as the encoders read them: the entries as a batch holds
@@ -158,6 +167,11 @@ class PolicyModule(tf.Module):
         features, state = self._features(p, "critic", obs, state)
         value = tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
         return value if state is None else (value, state)
+
+    def _central_value(self, critic_obs):
+        p = self.critic_parts
+        features = self._encode_critic(p[names.CRITIC_ENCODER], critic_obs)
+        return tf_linear(p[names.CRITIC_HEAD], features)[:, 0]
 
 
 def _name(key) -> str:
@@ -258,7 +272,7 @@ def _signatures(module: PolicyModule) -> dict:
     if not module.spec.recurrent:
         return {"serving_default": tf.function(lambda *x: {"action": module.action(*x)},
                                                input_signature=module.action.input_signature),
-                "value": tf.function(lambda obs: {"value": module.value(obs)},
+                "value": tf.function(lambda x: {"value": module.value(x)},
                                      input_signature=module.value.input_signature)}
 
     def named(fn, output):

@@ -312,7 +312,7 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
          "self_play trains one policy against its earlier versions; policy_mapping does not apply"),
         (c.critic_input == "own" or c.core == "none",
          f"critic_input {c.critic_input} takes feed-forward networks (core none): a "
-         "recurrent critic of the joint input is not supported"),
+         "recurrent centralised critic is not supported"),
         (c.critic_input == "own" or c.topology != "shared",
          f"critic_input {c.critic_input} needs topology separate: a shared trunk would "
          "feed the critic the actor's own observation"),

@@ -89,6 +89,9 @@ def test_the_worker_bootstraps_from_v_target_of_the_critic_s_rows_over_t_plus_1_
     (w1, b1), (w2, b2) = weights.parts["v_target.encoder"], weights.parts["v_target.head"]
     want = (np.tanh(b.critic_obs @ w1 + b1) @ w2 + b2)[..., 0]
     np.testing.assert_allclose(b.values, want, rtol=1e-5, atol=1e-5)
+    # the state at each step's observation: k counts the copy's steps, 5 at the final
+    # observation, then 0 after the NEXT_STEP reset step
+    np.testing.assert_array_equal(b.critic_obs[:, 0, 0], [0, 1, 2, 3, 4, 5, 0])
     # the state of the copy is every agent's row's; the last columns are the ids
     np.testing.assert_array_equal(b.critic_obs[:, 0, :4], b.critic_obs[:, 2, :4])
     np.testing.assert_array_equal(b.critic_obs[3, :, 4:], IDS)

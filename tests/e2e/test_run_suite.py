@@ -5,8 +5,10 @@ suite's results promise, and a second call skips the run already recorded."""
 import json
 from pathlib import Path
 
+import pytest
 from paths import load_benchmark
 
+pytestmark = pytest.mark.e2e
 run_suite = load_benchmark("run_suite")
 
 SUITE = """

@@ -85,7 +85,7 @@ def workers_runs() -> list[dict]:
 
 
 def _masking() -> list[dict]:
-    # benchmarks/spaces/masking.py: trained with the mask up to 95% of the optimum, and
+    # benchmarks/notebook/action-spaces/masking.py: trained with the mask up to 95% of the optimum, and
     # with the mask ignored for the whole budget (the flags it adds); the peer is
     # sb3-contrib's MaskablePPO (benchmarks/peers/sb3_ppo.py)
     ours = [{"who": "dac", **r, "env": CHOICES + "MaskedChoice",

@@ -2,7 +2,7 @@
 their own transition tables (env.unwrapped.P), averaged over their start states: the
 reference a learned policy's 100-episode mean is read against.
 
-    python benchmarks/toy_text_optimum.py Taxi-v4 CliffWalking-v1 FrozenLake-v1
+    python benchmarks/notebook/suites/toy_text_optimum.py Taxi-v4 CliffWalking-v1 FrozenLake-v1
 
 Undiscounted, as the 100-episode mean counts returns; the time limit is left out, which
 the optimum never meets (Taxi's best episodes take at most ~20 of its 200 steps).

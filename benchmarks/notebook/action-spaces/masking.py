@@ -1,6 +1,6 @@
 """Invalid-action masking on MaskedChoice: trained with the mask, and with it ignored.
 
-    python benchmarks/spaces/masking.py --seeds 0 1 2 [--out FILE]
+    python benchmarks/notebook/action-spaces/masking.py --seeds 0 1 2 [--out FILE]
 
 Each run is `dac train --config benchmarks/spaces/masked-choice.yaml --seed S` (an
 embedded local Ray, the default worker count), masked with `--stop-at-return 15.2` (95%
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # benchmarks/notebook/NOTE/
 CONFIG = ROOT / "benchmarks" / "spaces" / "masked-choice.yaml"
 OUT = ROOT / "benchmarks" / "results" / "masking.jsonl"
 TARGET = 15.2

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def _sigmoid(x):
+def sigmoid(x):
+    """The logistic function in float32 (the recurrent cores' gates compute with it too)."""
     return np.float32(1.0) / (np.float32(1.0) + np.exp(-x))
 
 
@@ -34,8 +35,8 @@ ACTIVATIONS = {
     "tanh": lambda x: np.tanh(x, out=x),
     "relu": lambda x: np.maximum(x, np.float32(0.0), out=x),
     "elu": _into(_elu),
-    "sigmoid": _into(_sigmoid),
-    "silu": _into(lambda x: x * _sigmoid(x)),
-    "swish": _into(lambda x: x * _sigmoid(x)),
+    "sigmoid": _into(sigmoid),
+    "silu": _into(lambda x: x * sigmoid(x)),
+    "swish": _into(lambda x: x * sigmoid(x)),
     "linear": lambda x: x,
 }

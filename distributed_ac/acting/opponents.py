@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.policies import policy_weights
 from distributed_ac.envs import games

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.policies import policy_for
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import EnvError

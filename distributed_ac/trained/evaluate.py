@@ -1,7 +1,7 @@
 """Evaluation (`dac evaluate`, the API's evaluate): run a trained policy on fresh seeds
 and report its returns. No Ray.
 
-The policy is the one the workers act with (acting/policy.py's NumPy forward pass over the
+The policy is the one the workers act with (acting/numpy_policy.py's NumPy forward pass over the
 Weights bundle of the newest checkpoint, or with --best of the best evaluation during
 training), so what is evaluated is what was trained. Episodes are played by
 acting/evaluation.py, as evaluation during training plays them.
@@ -19,7 +19,7 @@ import numpy as np
 
 from distributed_ac.acting.evaluation import first_seed, make_eval_env, play_episodes
 from distributed_ac.acting.policies import policy_for
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import UsageError
 from distributed_ac.core.policies import groups_for

@@ -29,7 +29,7 @@ TARGET = 15.2
 
 def play(run_dir: Path, episodes: int = 100) -> dict:
     """Illegal actions a step and the mean return of the run's policy on fresh seeds."""
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.trained.load import load_trained
     from distributed_ac.envs.choices import MaskedChoice
 

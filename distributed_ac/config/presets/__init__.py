@@ -16,7 +16,7 @@ FrozenLake's and CliffWalking's: `presets/tabular.yaml`), else from
 most robust across the suite of envs (docs/notes/defaults-without-a-preset.md). Either
 way `dac train` says so in one line and then applies --config and the flags on top, so
 anything set explicitly wins; `--no-preset` starts from the package base
-(config.Config's field defaults) instead.
+(config/schema.py's Config field defaults) instead.
 Each file says what it was tuned with and what it reached.
 """
 

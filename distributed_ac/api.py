@@ -113,7 +113,8 @@ def evaluate(run_dir: PathLike, episodes: int = 100, deterministic: bool = False
         run_dir: a directory `train` wrote; its newest readable checkpoint is played.
         episodes: how many episodes; episode i is reset with seed `seed + i`.
         deterministic: the greedy action (argmax, or the Gaussian's mean) each step.
-        video: a directory to record the episodes to (needs moviepy).
+        video: a directory to record episodes 0, 1, 8, 27, ... to, one MP4 each, for
+            Gymnasium and PettingZoo envs alike (needs moviepy).
         seed: the first episode's seed; default 2**31 + the training seed, above every
             seed training hands out.
         best: play the best evaluation's checkpoint (best/) instead.

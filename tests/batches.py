@@ -120,7 +120,7 @@ def third_batch(cfg):
 def policy_of(run_dir, best: bool = False):
     """(the workers' NumPy policy, the EnvSpace, the Learner) of the run's newest
     checkpoint (or its best evaluation's), loaded as evaluate and export load it."""
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.trained.load import load_trained
 
     _, space, learner, _ = load_trained(run_dir, best=best)

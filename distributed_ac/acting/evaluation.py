@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.policies import policy_for
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.errors import EnvError
@@ -33,6 +34,11 @@ from distributed_ac.envs.vector import (
     resolve_env_id,
     space_for,
 )
+
+# (episode index, whether it has ended): what an evaluation loop tells a recorder after
+# each reset (False) and step, so `dac evaluate --video` can draw the frames
+# (trained/video.py) without standing between the loop and its env
+Record = Callable[[int, bool], None]
 
 SEED_OFFSET = 2**31  # training hands out seeds below this, so no training start repeats
 
@@ -66,18 +72,20 @@ def make_eval_env(cfg: Config, render_mode: str | None = None) -> gym.Env:
 
 def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bool, seed: int,
                   env_name: str, stop: threading.Event | None = None,
-                  agent_returns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  agent_returns: np.ndarray | None = None,
+                  record: Record | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(undiscounted raw return, length) of each of `episodes` episodes, one after another;
     episode i is reset with seed `seed + i` and actions are sampled from a generator seeded
     with `seed`, so the same weights give the same numbers. `stop`, once set, ends the
     play at the next step (the numbers are then partial: a caller that sets it drops them).
     `agent_returns` [episodes, agents] (PettingZoo envs): filled with each agent's return,
-    NaN for an agent that took no part."""
+    NaN for an agent that took no part. `record` (PettingZoo envs; a Gymnasium env is
+    recorded by wrapping it): called after every reset and step (Record)."""
     if isinstance(env, SelfPlayVectorEnv):
-        return play_games(env, policy, episodes, deterministic, seed, stop)
+        return play_games(env, policy, episodes, deterministic, seed, stop, record)
     if isinstance(env, ParallelVectorEnv):
         return play_agent_episodes(env, policy, episodes, deterministic, seed, env_name, stop,
-                                   agent_returns)
+                                   agent_returns, record)
     rng = np.random.default_rng(seed)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, np.int64)
     for i in range(episodes):
@@ -100,7 +108,8 @@ def play_episodes(env: gym.Env, policy: Policy, episodes: int, deterministic: bo
 
 
 def play_games(env: SelfPlayVectorEnv, policy: Policy, episodes: int, deterministic: bool,
-               seed: int, stop: threading.Event | None = None) -> tuple[np.ndarray, np.ndarray]:
+               seed: int, stop: threading.Event | None = None,
+               record: Record | None = None) -> tuple[np.ndarray, np.ndarray]:
     """play_episodes on one copy of a self-play game against its fixed opponent: each
     game's return is the policy's seat's (+1 win, 0 draw, -1 loss in the classic
     games), its length the policy's moves."""
@@ -109,6 +118,8 @@ def play_games(env: SelfPlayVectorEnv, policy: Policy, episodes: int, determinis
     for i in range(episodes):
         obs, _ = env.reset(seed=[seed + i])
         done = False
+        if record is not None:
+            record(i, False)
         while not done:
             if stop is not None and stop.is_set():
                 return returns, lengths
@@ -118,13 +129,16 @@ def play_games(env: SelfPlayVectorEnv, policy: Policy, episodes: int, determinis
             returns[i] += float(reward[0])
             lengths[i] += 1
             done = bool(terminated[0] or truncated[0])
+            if record is not None:
+                record(i, done)
     return returns, lengths
 
 
 def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
                         deterministic: bool, seed: int, env_name: str,
                         stop: threading.Event | None = None,
-                        agent_returns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        agent_returns: np.ndarray | None = None,
+                        record: Record | None = None) -> tuple[np.ndarray, np.ndarray]:
     """play_episodes on one copy of a PettingZoo env, every agent a row acted for by the
     one policy: an episode's return is the mean of its agents' returns (each agent's
     sum of its own rewards: what training's per-agent episodes average to when every
@@ -138,6 +152,8 @@ def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
         alive, starts = info[ACTIVE_KEY], np.ones(n, bool)
         took_part, sums = alive.copy(), np.zeros(n)
         policy.reset_state(n)
+        if record is not None:
+            record(i, False)
         while alive.any():
             if stop is not None and stop.is_set():
                 return returns, lengths
@@ -154,6 +170,8 @@ def play_agent_episodes(env: ParallelVectorEnv, policy: Policy, episodes: int,
             alive = info[ACTIVE_KEY]
             took_part |= alive
             lengths[i] += 1
+            if record is not None:
+                record(i, not alive.any())
         returns[i] = sums[took_part].mean()
         if agent_returns is not None:
             agent_returns[i] = np.where(took_part, sums, np.nan)

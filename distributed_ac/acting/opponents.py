@@ -1,6 +1,6 @@
 """Self-play's opponents in a worker: the frozen earlier versions of the policy.
 
-The driver keeps the pool (training/selfplay.py) and sends it with every Weights bundle,
+The driver keeps the pool (training/opponent_pool.py) and sends it with every Weights bundle,
 each frozen version's parts under `opponent.v<version>/`. `OpponentPool` keeps a NumPy
 Policy per version it has been sent (building one only for a version new to it), and
 is what the worker hands its SelfPlayVectorEnv as `opponents`: each game draws one of
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.policies import policy_weights
 from distributed_ac.envs import games

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.core.batch import Weights
 from distributed_ac.core.obs import leading, tree_map
 from distributed_ac.core.policies import PolicyGroups, groups_for, policy_weights

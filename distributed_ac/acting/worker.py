@@ -170,7 +170,8 @@ class RolloutWorker:
         return np.zeros((0, self.num_envs, *self.space.action_shape), self.space.action_dtype)
 
     def replay(self, actions: np.ndarray) -> None:
-        """Re-step the envs through stored actions [S, N, ...] (pool.SerialPool: resume)."""
+        """Re-step the envs through stored actions [S, N, ...] (pool/serial.py's
+        SerialPool: resume)."""
         for stored in actions:
             self._advance(self.policy.env_action(stored))
 

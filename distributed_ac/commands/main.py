@@ -51,7 +51,7 @@ class EvaluateArgs:
     deterministic: tyro.conf.FlagCreatePairsOff[bool] = False
     """Act with the most likely action (argmax / tanh of the Gaussian mean) instead of sampling."""
     video: Optional[Path] = None
-    """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo; needs the video extra)."""
+    """Record episodes 0, 1, 8, 27, 64, ... as MP4 files in this directory (Gymnasium RecordVideo, or save_video for a PettingZoo env; needs the video extra)."""
     seed: Optional[int] = None
     """Seed of the first episode (episode i uses seed + i); default 2**31 + the training seed, which training never uses."""
     best: tyro.conf.FlagCreatePairsOff[bool] = False

@@ -21,8 +21,8 @@ from distributed_ac.commands.train import train_preset
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import RunDirError, UsageError
 from distributed_ac.training.startup import shutdown_ray
-from distributed_ac.tuning.space import default_metric, load_space
-from distributed_ac.tuning.spec import SPEC_FILE, TuneSpec, load_spec
+from distributed_ac.tuning.search_space import default_metric, load_space
+from distributed_ac.tuning.experiment_spec import SPEC_FILE, TuneSpec, load_spec
 
 
 @dataclasses.dataclass(frozen=True)

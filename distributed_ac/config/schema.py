@@ -19,6 +19,7 @@ from typing import Literal, Optional, Union
 
 import yaml
 
+from distributed_ac.core.activations import ACTIVATIONS
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.core.policies import parse_mapping
 
@@ -27,6 +28,8 @@ from distributed_ac.core.policies import parse_mapping
 # cannot read; tests/unit/test_registry.py keeps the two equal) and auto. Config.torso
 # also takes a user's encoder as module:attr, which only the models can resolve.
 TorsoName = Literal["auto", "mlp", "mlp_ln", "nature", "impala", "small"]
+# The activations the workers can compute in NumPy: that table's names, read, not copied
+ActivationName = Literal[tuple(ACTIVATIONS)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +129,7 @@ class Config:
     """What a CNN encoder computes in on the learner: bfloat16 = Keras mixed precision (variables, optimizer state, heads and losses stay float32)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of each MLP (of the trunk when shared)."""
-    activation: Literal["tanh", "relu", "elu", "sigmoid", "silu", "swish", "linear"] = "tanh"
+    activation: ActivationName = "tanh"
     """Hidden activation of MLP encoders (the same function on the learner and, in NumPy, on the workers)."""
     text_obs: Literal["drop", "hash"] = "drop"
     """Text observation entries (Gymnasium Text, MiniGrid's mission): drop = left out of what the networks read (said once at start-up); hash = a hashed bag of words, TEXT_BUCKETS counts of the lower-cased words (crc32 mod TEXT_BUCKETS), read like any vector entry."""

@@ -1,4 +1,5 @@
-"""Atari (ALE) and image-env preprocessing; envs.make_vector_env applies it to each sub-env.
+"""Atari (ALE) and image-env preprocessing; envs/vector.py's make_vector_env applies it
+to each sub-env.
 
 ALE ids (`ALE/Pong-v5`, `ALE/Breakout-v5`, ...) get the standard stack of Mnih et al.
 (2015), as SB3 and cleanRL apply it, from Gymnasium's own wrappers:

@@ -6,15 +6,18 @@
   ``a = low + (tanh(u) + 1) / 2 * (high - low)``. Storing ``u`` avoids ``atanh`` of an
   action that float32 rounding may have pushed onto the Box boundary (infinite ``u``).
 
-The rollout worker keeps its own NumPy twin of the sampling and log-prob code; these
-functions are the learner's differentiable versions.
+The rollout worker keeps its own NumPy twin of the sampling and log-prob code
+(models/heads.py); these functions are the learner's differentiable versions. What both
+write alike, the tanh Jacobian and log sqrt(2 pi), is written there once and read here.
 """
 
 import math
 
 import tensorflow as tf
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+from distributed_ac.models import heads
+
+_HALF_LOG_2PI = heads.HALF_LOG_2PI
 _HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
 
 
@@ -59,14 +62,10 @@ def multi_categorical_entropy(logits, nvec):
     return tf.add_n([categorical_entropy(z) for z in tf.split(logits, list(nvec), axis=-1)])
 
 
-def log_one_minus_tanh_sq(u):
-    """``log(1 - tanh(u)^2)`` computed as ``2 * (log 2 - u - softplus(-2u))``.
-
-    The naive form is ``log(0) = -inf`` once tanh rounds to +-1 (|u| >~ 9 in float32);
-    this identity stays finite and exact for any finite u.
-    """
-    u = tf.cast(u, tf.float32)
-    return 2.0 * (math.log(2.0) - u - tf.math.softplus(-2.0 * u))
+def log1m_tanh_sq(u):
+    """``log(1 - tanh(u)^2)`` of a tensor: models/heads.py's formula (written there once,
+    with why it is stable), over float32 tensors."""
+    return heads.log1m_tanh_sq(tf.cast(u, tf.float32), tf.math.softplus)
 
 
 def squash_to_box(u, low, high):
@@ -98,7 +97,7 @@ def tanh_gaussian_log_prob(u, mean, log_std, half_range):
     half_range = tf.cast(half_range, tf.float32)
     z = (u - mean) * tf.exp(-log_std)
     normal_logp = -0.5 * tf.square(z) - log_std - _HALF_LOG_2PI
-    jacobian = log_one_minus_tanh_sq(u) + tf.math.log(half_range)
+    jacobian = log1m_tanh_sq(u) + tf.math.log(half_range)
     return tf.reduce_sum(normal_logp - jacobian, axis=-1)
 
 
@@ -134,5 +133,5 @@ def tanh_gaussian_entropy(mean, log_std, u, half_range):
     eps = tf.stop_gradient((tf.cast(u, tf.float32) - mean) / std)
     u_rep = mean + std * eps
     gaussian = tf.reduce_sum(_HALF_LOG_2PI_E + log_std, axis=-1)
-    jacobian = tf.reduce_sum(log_one_minus_tanh_sq(u_rep) + tf.math.log(half_range), axis=-1)
+    jacobian = tf.reduce_sum(log1m_tanh_sq(u_rep) + tf.math.log(half_range), axis=-1)
     return gaussian + jacobian

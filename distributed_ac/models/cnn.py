@@ -27,7 +27,7 @@ IMPALA_CHANNELS = (16, 32, 32)  # each: 3x3 conv, 3x3/2 max-pool, IMPALA_BLOCKS 
 IMPALA_DENSE = 256
 IMPALA_BLOCKS = 2
 UINT8_SCALE = np.float32(1.0 / 255.0)
-BLOCK = 32  # frames per pass through the layers (the measurement in benchmarks/numpy_cnn.py)
+BLOCK = 32  # frames per pass through the layers (the measurement in benchmarks/notebook/pixels/numpy_cnn.py)
 
 
 def bundle_size(kind: str) -> int:

@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-CORES = ("none", "lstm", "gru")
+from distributed_ac.core.activations import sigmoid
 
 
 def state_size(kind: str) -> int:
     """How many [B, H] arrays a core's state holds."""
     return {"lstm": 2, "gru": 1}[kind]
-
-
-def _sigmoid(x):
-    return np.float32(1.0) / (np.float32(1.0) + np.exp(-x))
 
 
 class RecurrentCore:
@@ -57,7 +53,7 @@ class RecurrentCore:
             z = x @ self.kernel + h @ self.recurrent + self.bias
             # one sigmoid over all four gates (g's share unused) and views, not np.split:
             # at a worker's few rows a step costs its NumPy calls, not their arithmetic
-            gates, n = _sigmoid(z), self.units
+            gates, n = sigmoid(z), self.units
             c = gates[:, n:2 * n] * c + gates[:, :n] * np.tanh(z[:, 2 * n:3 * n])
             h = gates[:, 3 * n:] * np.tanh(c)
             return h, (h, c)
@@ -66,6 +62,6 @@ class RecurrentCore:
         u = h @ self.recurrent + self.bias[1]
         a_z, a_r, a_n = np.split(a, 3, axis=-1)
         u_z, u_r, u_n = np.split(u, 3, axis=-1)
-        z, r = _sigmoid(a_z + u_z), _sigmoid(a_r + u_r)
+        z, r = sigmoid(a_z + u_z), sigmoid(a_r + u_r)
         h = z * h + (np.float32(1.0) - z) * np.tanh(a_n + r * u_n)
         return h, (h,)

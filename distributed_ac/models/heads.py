@@ -27,9 +27,18 @@ TINY = np.float32(1e-12)  # keeps the Gumbel draw's log finite when the uniform 
 MASKED_LOGIT = np.float32(-1e9)
 
 
-def log1m_tanh_sq(u: np.ndarray) -> np.ndarray:
-    """log(1 - tanh(u)^2), stable for large |u| (the tanh Jacobian)."""
-    return np.float32(2.0) * (LOG_2 - u - np.logaddexp(np.float32(0.0), np.float32(-2.0) * u))
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(np.float32(0.0), x)
+
+
+def log1m_tanh_sq(u, softplus=_softplus):
+    """log(1 - tanh(u)^2), the tanh squash's log-Jacobian, as 2 (log 2 - u - softplus(-2u)).
+
+    The naive form is log(0) = -inf once tanh rounds to +-1 (|u| >~ 9 in float32); this
+    identity stays finite and exact for any finite u. The one place the formula is
+    written: plain arithmetic and `softplus`, so the learner computes it on tensors with
+    softplus=tf.math.softplus (learning/distributions.py) and the workers on arrays."""
+    return np.float32(2.0) * (LOG_2 - u - softplus(np.float32(-2.0) * u))
 
 
 def categorical_sample(logits: np.ndarray, rng: np.random.Generator | None, deterministic: bool,

@@ -11,34 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _sigmoid(x):
-    return np.float32(1.0) / (np.float32(1.0) + np.exp(-x))
-
-
-def _elu(x):
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
-
-
-def _into(fn):
-    """An activation that writes fn(x) over x."""
-    def apply(x):
-        x[...] = fn(x)
-        return x
-    return apply
-
-
-# Each hidden activation, in place: the output overwrites its input. These are the
-# activations a Config may name (workers never import TensorFlow for one).
-ACTIVATIONS = {
-    "linear": lambda x: x,
-    "tanh": lambda x: np.tanh(x, out=x),
-    "relu": lambda x: np.maximum(x, np.float32(0.0), out=x),
-    "elu": _into(_elu),
-    "sigmoid": _into(_sigmoid),
-    "silu": _into(lambda x: x * _sigmoid(x)),
-    "swish": _into(lambda x: x * _sigmoid(x)),
-}
+from distributed_ac.core.activations import ACTIVATIONS
 
 
 def mlp_forward(params: list[np.ndarray], x: np.ndarray, activation: str,

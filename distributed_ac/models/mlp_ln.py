@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distributed_ac.models.mlp import ACTIVATIONS, layer_buffer
+from distributed_ac.core.activations import ACTIVATIONS
+from distributed_ac.models.mlp import layer_buffer
 
 # PyTorch's LayerNorm default; keras_mlp_ln.py reads this one constant too. (Keras' 1e-3
 # would bias the normalised values of units whose variance is small.)

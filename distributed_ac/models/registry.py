@@ -1,8 +1,9 @@
 """The part kinds, in one table: every encoder, core and action head a run can name, with
 its NumPy twin (the workers') and its TensorFlow module (the learner's Keras layer and the
 plain-TF forward pass an export runs). The learner (learning/networks.py), the workers
-(acting/policy.py) and the export (trained/savedmodel.py) all choose a run's parts here, from
-its ModelSpec, as Sample Factory's model_factory chooses its encoder, core and decoder.
+(acting/numpy_policy.py) and the export (trained/savedmodel.py) all choose a run's parts
+here, from its ModelSpec, as Sample Factory's model_factory chooses its encoder, core and
+decoder.
 
 A part kind is
 - a NumPy twin, a class with `of(spec)` (heads: `of(space)`) whose `load(arrays)` reads the

@@ -1,8 +1,9 @@
-"""The Pool the driver loop runs on, and SerialPool, its in-process implementation.
+"""The Pool the driver loop runs on (pool/serial.py's SerialPool is its in-process
+implementation, pool/ray_pool.py's RayPool the one over Ray actors), and the Evaluation
+it plays episodes with.
 
-train.Trainer drives any Pool through these calls and nothing else; distributed.RayPool
-is the one over Ray actors. A Pool owns W RolloutWorkers, each with at most one
-collect() in flight:
+training/trainer.py's Trainer drives any Pool through these calls and nothing else.
+A Pool owns W RolloutWorkers, each with at most one collect() in flight:
 
     ref = pool.publish(weights)       # once per version; returns what submit() hands on
     pool.submit(i, ref)               # worker i collects one batch with those weights

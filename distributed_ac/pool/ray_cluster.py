@@ -63,7 +63,7 @@ def start(address: str | None, dashboard: bool, num_cpus: int | None = None) -> 
                include_dashboard=dashboard, dashboard_host="127.0.0.1", configure_logging=False,
                log_to_driver=True, _system_config=LOCAL_SYSTEM_CONFIG)
     node_ip = ray.util.get_node_ip_address()
-    if node_ip != "127.0.0.1":  # Ray was imported before train.make_pool could ask for loopback
+    if node_ip != "127.0.0.1":  # Ray was imported before ray_pool.make_pool could ask for loopback
         log.warning("local Ray listens on %s, not only on 127.0.0.1", node_ip)
 
 

@@ -1,11 +1,11 @@
 """The Ray pool: remote workers, weight broadcast, the ray.wait loop, the evaluation
 actor, shutdown.
 
-`RayPool` implements pool.Pool over Ray actors, so the driver loop in training/trainer.py reads the
-same in serial and Ray modes. Ray itself is imported by `load()`, not at the top: an
-embedded local Ray must be told to bind to loopback before Ray is imported. How Ray is
-imported, started or joined is pool/ray_cluster.py's; this module keeps the module it
-returns for the pool's code.
+`RayPool` implements pool/base.py's Pool over Ray actors, so the driver loop in
+training/trainer.py reads the same in serial and Ray modes. Ray itself is imported by
+`load()`, not at the top: an embedded local Ray must be told to bind to loopback before
+Ray is imported. How Ray is imported, started or joined is pool/ray_cluster.py's; this
+module keeps the module it returns for the pool's code.
 """
 
 from __future__ import annotations
@@ -353,8 +353,9 @@ class RayPool:
 
 
 class RayEvaluation(OneAtATime):
-    """pool.Evaluation as a Ray actor of its own: it plays while the workers sample and
-    the learner trains, and the driver only looks whether it is done (ray.wait, no wait).
+    """pool/base.py's Evaluation as a Ray actor of its own: it plays while the workers
+    sample and the learner trains, and the driver only looks whether it is done
+    (ray.wait, no wait).
 
     It reserves no CPU: the workers take every CPU the cluster has by default, and an
     actor that waits for a free CPU would never evaluate. It shares the cores instead,

@@ -136,7 +136,8 @@ class SerialPool:
 
 
 class ThreadEvaluation(OneAtATime):
-    """pool.Evaluation on a thread of this process: the driver loop goes on while it plays.
+    """pool/base.py's Evaluation on a thread of this process: the driver loop goes on
+    while it plays.
 
     The Evaluator (NumPy and its own env) shares nothing with the workers or the learner,
     so a serial run trains the same with evaluation on as with it off."""

@@ -1,7 +1,7 @@
 """Evaluation (`dac evaluate`, the API's evaluate): run a trained policy on fresh seeds
 and report its returns. No Ray.
 
-The policy is the one the workers act with (acting/policy.py's NumPy forward pass over the
+The policy is the one the workers act with (acting/numpy_policy.py's NumPy forward pass over the
 Weights bundle of the newest checkpoint, or with --best of the best evaluation during
 training), so what is evaluated is what was trained. Episodes are played by
 acting/evaluation.py, as evaluation during training plays them.
@@ -15,50 +15,34 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 
 from distributed_ac.acting.evaluation import first_seed, make_eval_env, play_episodes
 from distributed_ac.acting.policies import policy_for
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.config.schema import Config
-from distributed_ac.core.errors import MissingDependency, UsageError
+from distributed_ac.core.errors import UsageError
 from distributed_ac.core.policies import groups_for
-from distributed_ac.envs.multiagent import ParallelVectorEnv
 from distributed_ac.run.rundir import open_run
 from distributed_ac.trained.load import load_trained
+from distributed_ac.trained.video import recording_env
 from distributed_ac.training.evaluation import game_rates
 
 
-def _make_env(cfg: Config, video: Path | None) -> gym.Env:
-    env = make_eval_env(cfg, render_mode="rgb_array" if video else None)
-    if video is None:
-        return env
-    if isinstance(env, ParallelVectorEnv):
-        env.close()
-        raise UsageError(f"--video: '{cfg.env}' is a PettingZoo env; its episodes are not "
-                         "recorded (evaluate it without --video)")
-    if env.render_mode != "rgb_array":
-        env.close()
-        raise UsageError(f"--video: '{cfg.env}' does not render rgb_array frames "
-                         f"(its render modes: {env.metadata.get('render_modes', [])})")
-    try:
-        import moviepy  # noqa: F401  RecordVideo's encoder; an optional extra
-    except ImportError:
-        env.close()
-        raise MissingDependency("--video needs moviepy: pip install 'distributed_ac[video]'") from None
-    # Gymnasium's default schedule records episodes 0, 1, 8, 27, 64, 125, ... and every 1000th.
-    return gym.wrappers.RecordVideo(env, str(video), name_prefix="eval", disable_logger=True)
+def _make_env(cfg: Config, video: Path | None):
+    """The env the episodes are played on, and the recorder a PettingZoo env's episodes
+    are handed to (trained/video.py; None: nothing to record, or a RecordVideo env)."""
+    return (make_eval_env(cfg), None) if video is None else recording_env(cfg, video)
 
 
 def run_episodes(cfg: Config, policy: Policy, episodes: int, deterministic: bool, seed: int,
                  video: Path | None = None, agent_returns: np.ndarray | None = None
                  ) -> np.ndarray:
     """Undiscounted raw return (Atari: game score) of each of `episodes` episodes, one env, seeds seed, seed + 1, ..."""
-    env = _make_env(cfg, video)
+    env, record = _make_env(cfg, video)
     try:
         return play_episodes(env, policy, episodes, deterministic, seed, cfg.env,
-                             agent_returns=agent_returns)[0]
+                             agent_returns=agent_returns, record=record)[0]
     finally:
         env.close()
 

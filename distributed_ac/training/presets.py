@@ -1,6 +1,7 @@
 """The preset a new run starts from, found by what its env is: the file shipped for its id,
-for the `spec.id` (or PettingZoo name) of what an entry point makes, or for its suite; else
-the default preset. `dac train` and the Python API both start a run here."""
+for the `spec.id` (or PettingZoo name) of what an entry point makes, for its suite, or
+for its kind (told by its observation space); else the default preset. `dac train` and
+the Python API both start a run here."""
 
 from __future__ import annotations
 
@@ -13,10 +14,45 @@ def preset_for(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[Path | Non
     """(the preset's path, the env name it was found by: `env` itself, or for a
     `module:attr` entry point the name of the env it makes)."""
     if ":" not in env:
-        return presets.match(env)
-    from distributed_ac.envs.vector import made_names  # makes one copy: Gymnasium's import
+        found = presets.match(env)
+    else:
+        from distributed_ac.envs.vector import made_names  # makes one copy
 
-    return presets.match(env, *made_names(env, tuple(gym_packages)))
+        found = presets.match(env, *made_names(env, tuple(gym_packages)))
+    path, name = found
+    if path is not None and path.stem == presets.DEFAULT:
+        kind = kind_of(env, tuple(gym_packages))
+        if kind and (presets.DIR / f"{kind}.yaml").is_file():
+            return presets.DIR / f"{kind}.yaml", name
+    return found
+
+
+def kind_of(env: str, gym_packages: tuple[str, ...] = ()) -> str | None:
+    """The KINDS entry a Gymnasium env's observation space puts it in (a bare Discrete:
+    tabular), from one copy made here; None for other envs, PettingZoo's, or one that
+    cannot be made (the run's own checks report that in one line)."""
+    import contextlib
+    import importlib
+
+    import gymnasium as gym
+
+    from distributed_ac.envs.packages import import_packages
+
+    try:
+        import_packages(gym_packages)
+        if ":" in env:  # module:attr, called as the run calls it
+            module, _, attr = env.partition(":")
+            made = getattr(importlib.import_module(module), attr)()
+        else:
+            made = gym.make(env)
+    except Exception:  # the same failure is reported, in one line, when the run makes it
+        return None
+    try:
+        space = getattr(made, "observation_space", None)
+        return "tabular" if isinstance(space, gym.spaces.Discrete) else None
+    finally:
+        with contextlib.suppress(Exception):
+            made.close()
 
 
 def preset_note(preset: Path | None, name: str, env: str) -> str | None:
@@ -29,6 +65,9 @@ def preset_note(preset: Path | None, name: str, env: str) -> str | None:
     suite = presets.suite_of(name)
     if preset.stem not in presets.FALLBACKS:
         what = f"tuned settings for {env} from {where}"
+    elif preset.stem in presets.KINDS:
+        what = (f"{env} has no preset of its own: settings for "
+                f"{presets.KINDS[preset.stem]} from {where}")
     elif suite and preset.stem == presets.SUITES[suite]:
         what = f"{env} has no preset of its own: settings for its suite ({suite}*) from {where}"
     else:

@@ -85,8 +85,9 @@ def start_pool_and_learner(cfg: Config, space, address: str | None, dashboard: b
     GIL, and imported beside TensorFlow's, Ray's took several times as long and held
     back everything Ray starts (docs/notes/profiles.md, start-up).
 
-    `stop` (train.StopSignals) turns Ctrl-C into a flag while both threads import: it is
-    checked here between steps and raises errors.Interrupted (see there for why).
+    `stop` (training/signals.py's StopSignals) turns Ctrl-C into a flag while both
+    threads import: it is checked here between steps and raises errors.Interrupted (see
+    there for why).
     A `learner` built already is used as it is."""
     if learner is not None:
         return make_pool(cfg, address, dashboard, space.agents), learner

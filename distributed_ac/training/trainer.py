@@ -48,7 +48,7 @@ from distributed_ac.run.metrics import (
 from distributed_ac.run.wandb_sink import WandbSink, require_wandb
 from distributed_ac.training import summary
 from distributed_ac.training.evaluation import Evaluations
-from distributed_ac.training.selfplay import SnapshotPool
+from distributed_ac.training.opponent_pool import SnapshotPool
 from distributed_ac.training.signals import Overdue, StopSignals
 from distributed_ac.training.startup import check_device, start_pool_and_learner
 from distributed_ac.training.state import RunState

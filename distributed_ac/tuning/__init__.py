@@ -1,3 +1,3 @@
-"""Hyperparameter search (`dac tune`) on Ray Tune: the space and its checks (space.py,
-spec.py, no Ray), one trial as a training run (trial.py), the search on Tune
-(experiment.py), and the outputs (results.py)."""
+"""Hyperparameter search (`dac tune`) on Ray Tune: the space and its checks
+(search_space.py, experiment_spec.py, no Ray), one trial as a training run (trial.py), the
+search on Tune (experiment.py), and the outputs (results.py)."""

@@ -18,8 +18,8 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTra
 from distributed_ac.core.errors import Interrupted
 from distributed_ac.pool import ray_pool
 from distributed_ac.training.signals import StopSignals
-from distributed_ac.tuning.space import Dimension
-from distributed_ac.tuning.spec import TuneSpec
+from distributed_ac.tuning.search_space import Dimension
+from distributed_ac.tuning.experiment_spec import TuneSpec
 from distributed_ac.tuning.trial import run_trial, trial_config
 
 

@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 
 from distributed_ac.config.schema import dump_yaml
-from distributed_ac.tuning.space import TRAIN_METRIC
-from distributed_ac.tuning.spec import TuneSpec
+from distributed_ac.tuning.search_space import TRAIN_METRIC
+from distributed_ac.tuning.experiment_spec import TuneSpec
 
 COUNTERS = ("env_steps", "updates", "training_iteration")
 

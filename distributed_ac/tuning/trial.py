@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from distributed_ac.config.schema import Config
-from distributed_ac.tuning.spec import TuneSpec
+from distributed_ac.tuning.experiment_spec import TuneSpec
 
 RUN = "run"  # the trial's run directory, inside its Tune trial directory
 RATE_FIELDS = ("actor_lr", "critic_lr", "entropy_coef")

@@ -4,9 +4,12 @@ A page asks for a generated part with a marker on a line of its own:
 
     <!-- dac:config -->              the Config fields, one table per section of schema.py
     <!-- dac:cli train -->           `dac train --help` (any subcommand; `dac` alone: the usage)
-    <!-- dac:results NAME -->        a results table from benchmarks/results/ (RESULTS_TABLES)
+    <!-- dac:results NAME -->        a results table from benchmarks/results/ (RESULTS_TABLES),
+                                     under a caption naming the suite it measures
 
-An unknown marker, a missing results file or a failing `--help` stops the build.
+A results table's suites are those whose benchmarks/suites/SUITE.yaml lists it under
+`tables` (NOT_A_SUITE says what made a table no suite runs). An unknown marker, a missing results file, a table no suite claims or a failing `--help`
+stops the build.
 
 Some pages link to files outside docs/ (cluster/README.md, the cluster walk-through),
 by relative paths that work on GitHub. REPO_PAGES are also built as pages of the site,
@@ -46,7 +49,13 @@ for _path in (ROOT, Path(__file__).parent):  # the package, also where it is not
     if str(_path) not in sys.path:            # installed; results_tables.py beside this
         sys.path.insert(0, str(_path))
 
+import yaml  # noqa: E402
 from results_tables import RESULTS_TABLES  # noqa: E402  (needs the path above)
+
+SUITES = ROOT / "benchmarks" / "suites"
+# results tables that no suite's `dac train` runs make, and what does
+NOT_A_SUITE = {"throughput": "`dac bench`'s records, not a suite (rerun: the commands "
+                             "at the top of this page)"}
 
 
 # --- the Config reference -------------------------------------------------------------
@@ -137,6 +146,32 @@ def cli_block(command: str | None) -> str:
     return f"```text\n{cli_help(command)}\n```\n"
 
 
+# --- the suites behind the results tables ---------------------------------------------
+
+@lru_cache(maxsize=None)
+def table_suites() -> dict[str, tuple[str, ...]]:
+    """Results table -> the suites whose YAML lists it under `tables`, in name order."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(SUITES.glob("*.yaml")):
+        suite = yaml.safe_load(path.read_text())
+        for table in suite.get("tables") or ():
+            out.setdefault(table, []).append(suite.get("suite", path.stem))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def caption(table: str) -> str:
+    """The line above a results table: the suites it comes from and how to rerun them,
+    so a reader of the docs finds the YAML and the command behind each number."""
+    suites = table_suites().get(table)
+    if suites:
+        named = ", ".join(f"{s} (`benchmarks/suites/{s}.yaml`)" for s in suites)
+        return (f"*Suite{'s' if len(suites) > 1 else ''}: {named}; rerun: "
+                f"`python benchmarks/run_suite.py {suites[0] if len(suites) == 1 else 'SUITE'}`.*")
+    if table in NOT_A_SUITE:
+        return f"*{NOT_A_SUITE[table]}.*"
+    raise ValueError(f"results table {table!r} is in no suite's `tables` (benchmarks/suites/)")
+
+
 # --- markers and links ------------------------------------------------------------------
 
 def expand(markdown: str) -> str:
@@ -148,7 +183,7 @@ def expand(markdown: str) -> str:
         if kind == "cli" and (arg is None or arg in COMMANDS):
             return cli_block(arg)
         if kind == "results" and arg in RESULTS_TABLES:
-            return RESULTS_TABLES[arg]()
+            return caption(arg) + "\n\n" + RESULTS_TABLES[arg]()
         raise ValueError(f"unknown docs marker {m.group(0)!r}")
 
     return MARKER.sub(one, markdown)

@@ -85,7 +85,7 @@ def workers_runs() -> list[dict]:
 
 
 def _masking() -> list[dict]:
-    # benchmarks/spaces/masking.py: trained with the mask up to 95% of the optimum, and
+    # benchmarks/notebook/action-spaces/masking.py: trained with the mask up to 95% of the optimum, and
     # with the mask ignored for the whole budget (the flags it adds); the peer is
     # sb3-contrib's MaskablePPO (benchmarks/peers/sb3_ppo.py)
     ours = [{"who": "dac", **r, "env": CHOICES + "MaskedChoice",
@@ -240,7 +240,9 @@ SUITES = {
     "MiniGrid-DoorKey-8x8-v0": ("default (categories, MLP)", "not in rl-zoo's table"),
     "MiniGrid-FourRooms-v0": ("default (categories, MLP; held out)", "rl-zoo PPO 0.573 at 5M"),
     "Taxi-v4": ("its own: the mask from `info`", "optimum 7.93"),
-    "CliffWalking-v1": ("its own (the package base)", "optimum -13"),
+    "CliffWalking-v1": ("tabular (its kind's: the package base)", "optimum -13"),
+    "FrozenLake-v1": ("tabular (its kind's: the package base)", "optimum 0.74"),
+    "FrozenLake8x8-v1": ("tabular (its kind's; held out)", "optimum 0.91"),
     "dm_control/cartpole-swingup-v0": ("default", "cleanRL PPO 641"),
     "popgym-RepeatPreviousEasy-v0": ("popgym's (LSTM)", "optimum 1.0"),
     "popgym-PositionOnlyCartPoleEasy-v0": ("popgym's (LSTM)", "optimum 1.0"),

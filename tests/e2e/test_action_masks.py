@@ -13,7 +13,7 @@ from batches import policy_of
 from failed_runs import crash_report
 from helpers import dac, python, train_quietly
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.errors import EnvStepError

@@ -1,6 +1,7 @@
 """The Python API (distributed_ac.api): a cheap import, train/load/act/evaluate/export
 end to end in serial mode, and callbacks that stop a run."""
 
+import json
 import subprocess
 import sys
 
@@ -122,3 +123,30 @@ def test_a_callable_env_and_a_recurrent_policy_s_state(tmp_path):
     np.testing.assert_array_equal(again, action)
     np.testing.assert_array_equal(flat(_), moved)  # the same step from the same state
     assert dac.evaluate(result.run_dir, episodes=2)["episodes"] == 2
+
+
+def test_train_resumes_a_run_with_its_own_config(tmp_path):
+    import distributed_ac as dac
+
+    first = dac.train(env="CartPole-v1", run_dir=tmp_path / "run",
+                      **{**SHORT, "total_env_steps": 512, "rollout_length": 16})
+    assert first.summary["env_steps"] == 512
+    # the resumed run's config is the saved one (rollout 16, 4 envs), the budget raised
+    again = dac.train(resume=tmp_path / "run", total_env_steps=1024)
+    assert again.run_dir == tmp_path / "run"
+    assert again.summary["env_steps"] == 1024
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["env_steps"] for line in lines]
+    assert steps == sorted(set(steps)) and steps[-1] == 1024 and 512 in steps
+
+
+def test_dac_train_prints_the_summary_api_train_returns(tmp_path, capsys):
+    """dac train is api.train behind its flags: the JSON line it prints is the summary."""
+    from distributed_ac.commands.main import main
+
+    assert main(["train", "--env", "CartPole-v1", "--serial", "--num-workers", "1",
+                 "--num-envs", "4", "--total-env-steps", "256", "--no-preset",
+                 "--run-dir", str(tmp_path / "run")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["env_steps"] == 256 and summary["run_dir"] == str(tmp_path / "run")
+    assert set(summary) >= {"env_steps", "updates", "stopped_by", "checkpoint"}

@@ -89,7 +89,7 @@ def test_the_best_evaluation_survives_a_resume(tmp_path):
 def test_export_best_serves_the_best_evaluations_networks_not_the_newest(tmp_path, capsys):
     import tensorflow as tf
 
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.commands.main import main
 
     path = tmp_path / "run"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import cli_run, python, train_quietly
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.trained.load import load_trained
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Weights

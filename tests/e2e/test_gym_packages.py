@@ -163,7 +163,7 @@ TRIAL = """
 import sys
 from pathlib import Path
 from fakes import FakeTuneSession
-from distributed_ac.tuning.spec import load_spec
+from distributed_ac.tuning.experiment_spec import load_spec
 from distributed_ac.tuning.trial import run_trial
 
 exp = Path(sys.argv[1])

@@ -12,7 +12,7 @@ import tensorflow as tf
 from batches import spy_on_step_inputs
 from helpers import cli_train
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.commands import main as cli
 from distributed_ac.config.schema import Config

@@ -54,7 +54,7 @@ def test_the_exported_saved_model_acts_as_the_numpy_policys_deterministic_action
                                                                                   tmp_path):
     import tensorflow as tf
 
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.trained.load import load_trained
 
     run_dir, _ = trained

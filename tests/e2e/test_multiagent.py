@@ -115,12 +115,6 @@ def test_evaluate_and_export_play_every_agent_with_the_shared_policy(spread_run,
     assert len(set(np.round(got, 4))) > 1  # seeds that give one return could not tell
 
 
-def test_evaluate_refuses_to_record_a_pettingzoo_env_in_one_line(spread_run, tmp_path, capsys):
-    run, _ = spread_run
-    code, _, err = cli_run(capsys, "evaluate", str(run), "--video", str(tmp_path / "v"))
-    assert code == 2 and "is a PettingZoo env" in err and len(err.strip().splitlines()) == 1
-
-
 @pytest.mark.parametrize("env, flags, needle", [
     ("parallel_envs:not_an_env", [], "made a dict, not a Gymnasium Env nor a PettingZoo"),
     ("parallel_envs:Mismatched", [], "the agents' action spaces differ (agent_0: Discrete(3), "

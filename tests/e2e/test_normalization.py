@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from paths import FAST_CONFIG
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.config.schema import Config
 from distributed_ac.core.batch import Batch

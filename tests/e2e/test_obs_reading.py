@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from helpers import cli_run, cli_train
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.commands import train as train_command
 from distributed_ac.config import presets

@@ -49,7 +49,7 @@ def test_the_export_of_a_users_encoder_acts_as_the_workers_numpy_policy(trained,
     actions are the NumPy policy's, built from the twin."""
     import tensorflow as tf
 
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.trained.load import load_trained
 
     run_dir, _ = trained

@@ -15,7 +15,7 @@ from batches import policy_of, spy_on_step_inputs
 from checkpoints import checkpoint_tensors, once_and_resumed
 from helpers import train_updates
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.commands import main as cli
 from distributed_ac.config.schema import Config

@@ -15,8 +15,8 @@ from paths import ROOT
 from distributed_ac.commands.main import main
 from distributed_ac.config.schema import Config, load_yaml
 from distributed_ac.core.errors import ConfigError, UsageError
-from distributed_ac.tuning.space import TRAIN_METRIC, default_metric, parse_space
-from distributed_ac.tuning.spec import TuneSpec
+from distributed_ac.tuning.search_space import TRAIN_METRIC, default_metric, parse_space
+from distributed_ac.tuning.experiment_spec import TuneSpec
 
 SPACE = {"actor_lr": {"loguniform": [1e-4, 1e-2]}, "entropy_coef": {"choice": [0.0, 0.01]},
          "gamma": {"uniform": [0.95, 0.999]}, "num_envs": {"grid": [8, 16]}}

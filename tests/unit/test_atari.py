@@ -168,7 +168,7 @@ def test_both_builds_of_an_ale_env_give_the_same_observations(monkeypatch):
 def _evaluate_env(cfg):
     from distributed_ac.trained.evaluate import _make_env
 
-    return _make_env(cfg, None)
+    return _make_env(cfg, None)[0]
 
 
 def _during_training_env(cfg):

@@ -9,10 +9,12 @@ import tensorflow as tf
 from distributed_ac.learning.distributions import (
     categorical_entropy,
     categorical_log_prob,
+    log1m_tanh_sq,
     squash_to_box,
     tanh_gaussian_entropy,
     tanh_gaussian_log_prob,
 )
+from distributed_ac.models import heads
 
 LOW = np.array([-2.0, 0.0, -1.0], np.float32)
 HIGH = np.array([0.0, 5.0, 1.0], np.float32)
@@ -84,6 +86,23 @@ def test_categorical_is_finite_for_huge_logits():
 
 
 # --- tanh-squashed Gaussian -----------------------------------------------------------
+
+
+def test_the_tanh_jacobian_on_tensors_is_the_workers_on_arrays_and_float64s():
+    """One formula (models/heads.py) on both sides: the TF form against the NumPy one (to
+    float32 rounding: the two softplus differ in their last bits), and the formula against
+    log(1 - tanh^2) and log(sech^2) in float64."""
+    u = np.concatenate([np.linspace(-30, 30, 601), [-1e4, 1e4]]).astype(np.float32)
+    on_arrays = heads.log1m_tanh_sq(u)
+    assert on_arrays.dtype == np.float32
+    np.testing.assert_allclose(log1m_tanh_sq(tf.constant(u)).numpy(), on_arrays, rtol=1e-6,
+                               atol=1e-6)
+    u64 = u.astype(np.float64)
+    small = np.abs(u64) < 5  # where the naive form has its digits
+    np.testing.assert_allclose(on_arrays[small], np.log1p(-np.tanh(u64[small]) ** 2),
+                               rtol=1e-5, atol=1e-5)
+    sech_sq = np.log(4.0) - 2 * np.logaddexp(u64, -u64)  # log(4 / (e^u + e^-u)^2)
+    np.testing.assert_allclose(on_arrays, sech_sq, rtol=1e-5, atol=1e-5)
 
 
 def test_squash_to_box_maps_into_the_box_like_numpy():

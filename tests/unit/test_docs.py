@@ -23,7 +23,7 @@ README_LIMIT = 12_288
 # The README's two set-up commands, which CI and a new user run as they are
 SETUP_COMMANDS = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && dac train --env CartPole-v1",
-    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev,atari,box2d,minigrid,minatar,popgym,multiagent]" && pytest',
+    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev,atari,box2d,minigrid,minatar,popgym,multiagent,onnx,wandb]" && pytest',
 )
 HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distributed_ac.acting.policy import Policy
+from distributed_ac.acting.numpy_policy import Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.trained.savedmodel import PolicyModule
 from distributed_ac.config.schema import Config
+from distributed_ac.core.activations import ACTIVATIONS
 from distributed_ac.core.errors import ConfigError
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning.learner import Learner
 from distributed_ac.learning.networks import checkpoint_objects
 from distributed_ac.models import keras_mlp_ln
-from distributed_ac.models.mlp import ACTIVATIONS
 from distributed_ac.models.mlp_ln import EPS, LayerNormMLPEncoder
 from distributed_ac.models.spec import encoder_for
 

@@ -2,10 +2,14 @@
 (learner) and its plain-TF forward (export) compute the same function of the same
 arrays, and the Keras layer hands its arrays over in the order the twin reads them."""
 
+import typing
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from distributed_ac.config.schema import Config
+from distributed_ac.core.activations import ACTIVATIONS
 from distributed_ac.models import keras_cnn, keras_heads, keras_mlp
 from distributed_ac.models.cnn import CNNEncoder
 from distributed_ac.models.heads import CategoricalHead, TanhGaussianHead, ValueHead
@@ -18,7 +22,13 @@ def numpy_of(layer) -> list[np.ndarray]:
     return [v.numpy() for v in layer.bundle_variables]
 
 
-@pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "sigmoid", "silu", "linear"])
+def test_the_configs_activations_are_the_numpy_tables():
+    """One list: Config.activation's choices are read from the workers' table."""
+    choices = typing.get_args(typing.get_type_hints(Config)["activation"])
+    assert choices == tuple(ACTIVATIONS)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)  # every choice, Keras' function of its name
 def test_mlp_encoder_numpy_keras_and_export_agree(activation):
     keras_part = keras_mlp.MLPEncoder((32, 16), activation, seed=3, prefix="x")
     x = RNG.normal(size=(70, 5)).astype(np.float32) * 2

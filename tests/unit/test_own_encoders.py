@@ -69,7 +69,7 @@ def test_a_taken_name_is_refused_for_another_kind_and_allowed_again_for_the_same
 
 def test_the_users_module_imports_no_tensorflow_where_workers_import_it():
     code = ("import sys; sys.path.insert(0, 'tests'); import own_torso; "
-            "from distributed_ac.acting import policy; "
+            "from distributed_ac.acting import numpy_policy; "
             "assert not {'tensorflow', 'keras'} & set(sys.modules), 'TensorFlow imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers import python
 
-from distributed_ac.acting.policy import VALUE_BLOCK, Policy
+from distributed_ac.acting.numpy_policy import VALUE_BLOCK, Policy
 from distributed_ac.acting.worker import RolloutWorker
 from distributed_ac.bench import phases
 from distributed_ac.config.schema import Config

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("pettingzoo")
 
 from distributed_ac.acting.policies import PolicySet, policy_for  # noqa: E402
-from distributed_ac.acting.policy import Policy  # noqa: E402
+from distributed_ac.acting.numpy_policy import Policy  # noqa: E402
 from distributed_ac.acting.worker import RolloutWorker  # noqa: E402
 from distributed_ac.config.schema import Config, from_dict  # noqa: E402
 from distributed_ac.core.batch import Batch, Weights  # noqa: E402

@@ -15,7 +15,7 @@ from distributed_ac.config.schema import Config, TorsoName
 from distributed_ac.envs.space import EnvSpace
 from distributed_ac.learning.networks import greedy_action
 from distributed_ac.models import registry
-from distributed_ac.models.spec import IMAGE, VECTOR, ModelSpec
+from distributed_ac.models.spec import IMAGE, VECTOR, ModelSpec, head_for
 
 RNG = np.random.default_rng(0)
 # an input each encoder kind reads, with more rows than one block of the NumPy CNN
@@ -48,7 +48,7 @@ def test_the_configs_torso_and_core_choices_are_the_registrys_kinds():
 
 def test_reading_the_registry_imports_no_tensorflow():
     code = ("import sys; from distributed_ac.models import registry, spec; "
-            "from distributed_ac.acting import policy; "
+            "from distributed_ac.acting import numpy_policy; "
             "assert not {'tensorflow', 'keras'} & set(sys.modules), 'TensorFlow imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -99,6 +99,13 @@ HEAD_SPACES = {
                                   mask_size=7),
     "tanh_gaussian": EnvSpace("b", 4, False, 2, action_low=(-2.0, 0.0), action_high=(2.0, 1.0)),
 }
+
+
+def test_the_heads_the_spaces_get_are_the_registrys_kinds():
+    """No Config field names a head (the action space chooses it, spec.head_for): each
+    kind is some space's head, and no space gets a head the table lacks."""
+    assert {name: head_for(space) for name, space in HEAD_SPACES.items()} == {
+        name: name for name in registry.HEADS}
 
 
 @pytest.mark.parametrize("head", registry.HEADS)

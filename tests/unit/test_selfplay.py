@@ -15,7 +15,7 @@ from distributed_ac.core.errors import ConfigError, EnvError  # noqa: E402
 from distributed_ac.envs.games import greedy_moves, random_moves  # noqa: E402
 from distributed_ac.envs.selfplay import Baseline, SelfPlayVectorEnv  # noqa: E402
 from distributed_ac.envs.vector import make_vector_env  # noqa: E402
-from distributed_ac.training.selfplay import SnapshotPool  # noqa: E402
+from distributed_ac.training.opponent_pool import SnapshotPool  # noqa: E402
 
 TTT = "pettingzoo.classic.tictactoe_v3:env"
 C4 = "pettingzoo.classic.connect_four_v3:env"

@@ -9,12 +9,14 @@ is, not only by how it was named: an entry point's made env is also looked up by
 popgym's. An env
 without a file of its own starts from its suite's file when one of its names has a
 suite's prefix (SUITES: an `ALE/` id from `presets/atari.yaml`, cleanRL's Atari PPO; a
-`popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from
+`popgym-` id from `presets/popgym.yaml`, with a recurrent core), else from its kind's
+file when its observation space makes it one of KINDS (a bare Discrete observation, as
+FrozenLake's and CliffWalking's: `presets/tabular.yaml`), else from
 `presets/default.yaml`: the settings that measured
 most robust across the suite of envs (docs/notes/defaults-without-a-preset.md). Either
 way `dac train` says so in one line and then applies --config and the flags on top, so
 anything set explicitly wins; `--no-preset` starts from the package base
-(config.Config's field defaults) instead.
+(config/schema.py's Config field defaults) instead.
 Each file says what it was tuned with and what it reached.
 """
 
@@ -26,7 +28,10 @@ DIR = Path(__file__).parent
 DEFAULT = "default"  # the stem of the file for envs without one of their own
 # ... and for a suite's ids without one
 SUITES = {"ALE/": "atari", "popgym-": "popgym"}
-FALLBACKS = (DEFAULT, *SUITES.values())
+# ... and for an env of a kind, told by its observation space, without one of its own or
+# its suite's: the file's stem, and what the start-up line calls such envs
+KINDS = {"tabular": "envs whose observation is one state index (a bare Discrete)"}
+FALLBACKS = (DEFAULT, *SUITES.values(), *KINDS)
 
 
 def path_for(env: str) -> Path | None:

@@ -8,7 +8,7 @@ on uint8 84 x 84 x 4 frames, three ways, on one thread each, one JSON line per
   policy for all of them) would add to the learner's process;
 - tf_bfloat16: the same under Keras mixed precision (--cnn-precision bfloat16).
 
-    taskset -c 0 python benchmarks/inference_alternatives.py [--batches 8 32 256]
+    taskset -c 0 python benchmarks/notebook/pixels/inference_alternatives.py [--batches 8 32 256]
 
 Batch 8 is one worker's envs in the Atari preset; 256 is what a central inference server
 could gather from 32 such workers. Each figure is the fastest of --repeats calls.
@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from numpy_cnn import SHAPE, best_of, random_params  # noqa: E402  (benchmarks/numpy_cnn.py)
+from numpy_cnn import SHAPE, best_of, random_params  # noqa: E402  (benchmarks/notebook/pixels/numpy_cnn.py)
 
 from distributed_ac.models.cnn import NumpyTorso  # noqa: E402
 

@@ -1,8 +1,8 @@
 """The CNN learner's dense layer in three matmul forms, and the whole Nature CNN with its
 dense kernel in Keras's [F, U] layout or stored as [U, F]; one JSON line of ms per call.
 
-    python benchmarks/dense_forms.py --what dense --batch 256 --threads 1
-    python benchmarks/dense_forms.py --what cnn --batch 256 --threads 2 [--bfloat16]
+    python benchmarks/notebook/start-up-and-dense/dense_forms.py --what dense --batch 256 --threads 1
+    python benchmarks/notebook/start-up-and-dense/dense_forms.py --what cnn --batch 256 --threads 2 [--bfloat16]
 
 Forms (dense, [B, 3136] x [3136, 512], forward and backward): `standard` (Keras's
 layout), `copy_in_backward` (a custom gradient that makes a copy of W transposed for

@@ -15,7 +15,7 @@ import yaml
 from distributed_ac.config.schema import Config, from_dict, to_dict
 from distributed_ac.core.errors import ConfigError, RunDirError, UsageError
 from distributed_ac.run.rundir import STATE_FIELDS
-from distributed_ac.tuning.space import Dimension, SearchSpace, check_metric
+from distributed_ac.tuning.search_space import Dimension, SearchSpace, check_metric
 
 SPEC_FILE = "tune.yaml"
 Scheduler = Literal["none", "asha", "pbt"]
@@ -103,7 +103,7 @@ class TuneSpec:
 
 def load_spec(exp_dir: Path) -> TuneSpec:
     """The spec of the experiment in `exp_dir` (RunDirError if there is none)."""
-    from distributed_ac.tuning.space import parse_space
+    from distributed_ac.tuning.search_space import parse_space
 
     path = Path(exp_dir) / SPEC_FILE
     if not path.is_file():

@@ -1,7 +1,7 @@
 """Cost per frame of the workers' NumPy CNN (numpy_cnn.py) on Atari-sized uint8 frames,
 and where the time goes, layer by layer. One JSON line per (torso, batch size).
 
-    taskset -c 0 python benchmarks/numpy_cnn.py [--batches 32 256] [--torso nature impala]
+    taskset -c 0 python benchmarks/notebook/pixels/numpy_cnn.py [--batches 32 256] [--torso nature impala]
 
 BLAS is held to one thread (a rollout worker's share). Per layer, `im2col_us` is the
 sliding-window copy (with the uint8 -> float32 cast on the first layer), `matmul_us` the

@@ -1,6 +1,6 @@
 """A rollout worker's collect() in a loop, one JSON line: env steps per second.
 
-    python benchmarks/worker_step.py [--config FILE.yaml] [--windows 5] [--collects 600]
+    python benchmarks/notebook/recurrent-cores/worker_step.py [--config FILE.yaml] [--windows 5] [--collects 600]
 
 One BLAS thread, the config's worker (default: the package base on CartPole-v1, 32 envs
 x 16 steps) acting with a synthetic weights bundle of its model (what `dac bench

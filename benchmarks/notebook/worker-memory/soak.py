@@ -1,6 +1,6 @@
 """Soak: a long real `dac train` whose resident memory is sampled every 30 s.
 
-    python benchmarks/soak.py [--minutes 20] [--every-s 30] [--warmup-s 120] [-- extra dac train flags]
+    python benchmarks/notebook/worker-memory/soak.py [--minutes 20] [--every-s 30] [--warmup-s 120] [-- extra dac train flags]
 
 One JSON line per sample: elapsed seconds, env steps so far, the resident MB of the
 driver (which is also the learner: one process) and of each rollout worker. A last line

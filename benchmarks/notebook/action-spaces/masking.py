@@ -1,6 +1,6 @@
 """Invalid-action masking on MaskedChoice: trained with the mask, and with it ignored.
 
-    python benchmarks/spaces/masking.py --seeds 0 1 2 [--out FILE]
+    python benchmarks/notebook/action-spaces/masking.py --seeds 0 1 2 [--out FILE]
 
 Each run is `dac train --config benchmarks/spaces/masked-choice.yaml --seed S` (an
 embedded local Ray, the default worker count), masked with `--stop-at-return 15.2` (95%
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # benchmarks/notebook/NOTE/
 CONFIG = ROOT / "benchmarks" / "spaces" / "masked-choice.yaml"
 OUT = ROOT / "benchmarks" / "results" / "masking.jsonl"
 TARGET = 15.2
@@ -29,7 +29,7 @@ TARGET = 15.2
 
 def play(run_dir: Path, episodes: int = 100) -> dict:
     """Illegal actions a step and the mean return of the run's policy on fresh seeds."""
-    from distributed_ac.acting.policy import Policy
+    from distributed_ac.acting.numpy_policy import Policy
     from distributed_ac.trained.load import load_trained
     from distributed_ac.envs.choices import MaskedChoice
 

@@ -2,8 +2,8 @@
 and preset, in interleaved rounds: one JSON line per run, then one with the medians and
 their ratios.
 
-    python benchmarks/recurrent/versus_feed_forward.py
-    python benchmarks/recurrent/versus_feed_forward.py --rounds 3 --workers 1 \
+    python benchmarks/notebook/recurrent-speed/versus_feed_forward.py
+    python benchmarks/notebook/recurrent-speed/versus_feed_forward.py --rounds 3 --workers 1 \
         --variant before="--core lstm --recurrent-minibatch-size 64 --learner-threads 1"
 
 Each run is `dac train --env ENV --num-workers W --total-env-steps STEPS --seed 0` plus

@@ -1,7 +1,7 @@
 """MiniGrid-Unlock-v0 read flat, as entry points for the reading experiment of
 docs/notes/reading-observations.md (the CNN-or-MLP question):
 
-    PYTHONPATH=benchmarks/minigrid dac train --env flat_readings:flat --serial --seed 0 \
+    PYTHONPATH=benchmarks/notebook/reading-observations dac train --env flat_readings:flat --serial --seed 0 \
         --total-env-steps 150000 --rollout-length 128 --actor-lr 2.5e-4 --critic-lr 2.5e-4 \
         --actor-lr-decay-rate 1 --critic-lr-decay-rate 1
 

@@ -1,6 +1,6 @@
 """Same training on 1 and then 2 nodes of a simulated Ray cluster; one JSON line each.
 
-    python benchmarks/scaling.py [--envs-per-worker 256] [--rollout-length 32] [--updates 150]
+    python benchmarks/notebook/end-to-end-throughput/scaling.py [--envs-per-worker 256] [--rollout-length 32] [--updates 150]
 
 The cluster is real Ray (ray.cluster_utils.Cluster: each node its own raylet), but all
 nodes share this machine's cores, so the 2-node figure shows the distribution overhead

@@ -1,8 +1,8 @@
 """Time to stop: seconds from SIGTERM to the exit of a `dac train`, and what was left;
 one JSON line per case and repeat.
 
-    python benchmarks/stop_time.py                 # every case, 3 repeats each
-    python benchmarks/stop_time.py --repeats 1 --cases ray-hung-async
+    python benchmarks/notebook/stopping/stop_time.py                 # every case, 3 repeats each
+    python benchmarks/notebook/stopping/stop_time.py --repeats 1 --cases ray-hung-async
 
 Cases (CartPole-v1 unless named; 1 worker, 2 sub-envs, small network):
     serial, ray              SIGTERM once metrics rows are written
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # benchmarks/notebook/NOTE/
 SMALL = ["--num-workers", "1", "--envs-per-worker", "2", "--rollout-length", "8",
          "--hidden-sizes", "16", "--total-env-steps", "100000000", "--log-every-s", "0.2"]
 CASES = {"serial": ["--serial"], "ray": [],

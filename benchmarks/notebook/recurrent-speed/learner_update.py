@@ -1,13 +1,13 @@
 """Seconds per learner update of presets/default.yaml on CartPoleNoVel, feed-forward or
 with a recurrent core, whole rollouts or bptt_length chunks: one JSON line per run.
 
-    python benchmarks/recurrent/learner_update.py none 0
-    python benchmarks/recurrent/learner_update.py lstm 0      # whole 256-step rollouts
-    python benchmarks/recurrent/learner_update.py lstm 16     # chunks of 16 steps
-    python benchmarks/recurrent/learner_update.py lstm 16 64  # ... an LSTM of 64 units
-    python benchmarks/recurrent/learner_update.py lstm 16 --recurrent-minibatch-size 64 \
+    python benchmarks/notebook/recurrent-speed/learner_update.py none 0
+    python benchmarks/notebook/recurrent-speed/learner_update.py lstm 0      # whole 256-step rollouts
+    python benchmarks/notebook/recurrent-speed/learner_update.py lstm 16     # chunks of 16 steps
+    python benchmarks/notebook/recurrent-speed/learner_update.py lstm 16 64  # ... an LSTM of 64 units
+    python benchmarks/notebook/recurrent-speed/learner_update.py lstm 16 --recurrent-minibatch-size 64 \
         --inter-op-threads 1                                 # the minibatches and threads before
-    python benchmarks/recurrent/learner_update.py none 0 --env \
+    python benchmarks/notebook/recurrent-speed/learner_update.py none 0 --env \
         distributed_ac.envs.choices:ImageVectorMultiChoice   # another env, its own batch
 
 One TensorFlow thread an op, inter-op threads as `dac train` gives a one-thread learner

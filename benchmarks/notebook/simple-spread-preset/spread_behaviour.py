@@ -5,7 +5,7 @@ train` logs it), how often each action is taken, how far the agents end from the
 origin (the landmarks lie within 1 of it), and how many landmarks have an agent within
 0.3 at the end.
 
-    python benchmarks/spread_behaviour.py DIR [--episodes 100] [--seed 1000]
+    python benchmarks/notebook/simple-spread-preset/spread_behaviour.py DIR [--episodes 100] [--seed 1000]
 
 A policy that drifts shows one action far above a fifth and agents ending several
 units out; one that spreads covers landmarks and ends near them.

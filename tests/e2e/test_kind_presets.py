@@ -54,9 +54,9 @@ def test_the_start_up_line_names_the_kind():
 
 def test_cliffwalking_learns_the_shortest_safe_path_on_its_kind_s_preset(tmp_path, capsys):
     """presets/default.yaml reads -1826, -3071 and -14766 at 300k (seeds 0-2): it walks
-    off the cliff again and again; the tabular preset is at -13 to -14 by 170k."""
+    off the cliff again and again; the tabular preset is above -20 by 37k-49k."""
     assert main(["train", "--env", "CliffWalking-v1", "--serial", "--seed", "0",
-                 "--total-env-steps", "200000", "--run-dir", str(tmp_path / "run")]) == 0
+                 "--total-env-steps", "100000", "--run-dir", str(tmp_path / "run")]) == 0
     out, err = capsys.readouterr()
     assert "presets/tabular.yaml" in err
     summary = json.loads(out.strip().splitlines()[-1])

@@ -71,7 +71,7 @@ def _rates(run: Path, opponent: str) -> dict:
 
 
 def test_the_preset_s_self_play_run_blocks_the_greedy_player_and_beats_random_moves():
-    """Serial, seed 0, the tic-tac-toe preset's 300k moves (half its games against the
+    """Serial, seed 0, 300k moves on the tic-tac-toe preset (half its games against the
     greedy player, entropy 0.01); then 500 games against each fixed player. Without the
     greedy games (the default preset) the same run lost 0.486 of its games to greedy;
     with them 0.046 (docs/notes/self-play-and-policies.md). Random against random wins
@@ -79,7 +79,8 @@ def test_the_preset_s_self_play_run_blocks_the_greedy_player_and_beats_random_mo
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         out = dac("train", "--env", TTT, "--self-play", "--run-dir", str(run), "--serial",
-                  "--num-workers", "1", "--seed", "0", timeout=600)
+                  "--num-workers", "1", "--seed", "0", "--total-env-steps", "300000",
+                  timeout=600)
         assert out.returncode == 0, crash_report(out)
         assert "tuned settings for " + TTT in out.stderr
         summary = json.loads(out.stdout.strip().splitlines()[-1])

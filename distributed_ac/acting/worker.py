@@ -91,6 +91,7 @@ class RolloutWorker:
         if isinstance(self.envs, SelfPlayVectorEnv):
             self._opponents = OpponentPool(self.space, self.policy.spec)
             self.envs.opponents = self._opponents
+            self.envs.set_fixed(cfg.train_opponents, cfg.train_opponent_share)
         self.first_env = (worker_id * copies if first_env is None else first_env) * rows
         self._seed(cfg.seed)
         self._ep_return = np.zeros(self.num_envs, np.float64)

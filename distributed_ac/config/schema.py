@@ -65,6 +65,10 @@ class Config:
     """self_play: the newest frozen versions the opponent is drawn from (uniformly, one per game)."""
     snapshot_every: int = 10
     """self_play: updates between frozen versions added to the pool (the first is the initial policy)."""
+    train_opponents: tuple[str, ...] = ()
+    """self_play: fixed players (random, greedy) some training games are played against instead of a frozen version, one drawn uniformly per game, a share train_opponent_share of the games; their moves are ordinary experience. Frozen versions alone never learnt to block (docs/notes/self-play-and-policies.md)."""
+    train_opponent_share: float = 0.0
+    """self_play: the share of training games, drawn per game, played against one of train_opponents (0 = the pool alone)."""
     eval_opponent: Literal["random", "greedy"] = "greedy"
     """self_play: the fixed player evaluation (and dac evaluate) plays: random legal moves, or greedy (win now, else block a win, else random; tic-tac-toe and connect four)."""
 
@@ -309,6 +313,10 @@ def _range_rules(c: Config) -> list[tuple[bool, str]]:
         (c.num_envs >= 1, "num_envs must be >= 1"),
         (c.opponent_pool_size >= 1, "opponent_pool_size must be >= 1"),
         (c.snapshot_every >= 1, "snapshot_every must be >= 1"),
+        (0 <= c.train_opponent_share <= 1 and set(c.train_opponents) <= {"random", "greedy"}
+         and (c.train_opponent_share == 0 or bool(c.train_opponents)),
+         "train_opponent_share must be in [0, 1] and train_opponents among random, greedy "
+         "(at least one when the share is above 0)"),
         (not c.self_play or c.core == "none",
          "self_play plays feed-forward policies only (core none): the frozen opponents keep no state"),
         (not c.self_play or not c.policy_mapping,

@@ -4,7 +4,8 @@
 tic-tac-toe, connect four, ...). In each copy the policy being trained plays one seat,
 drawn at random every episode, and an opponent plays the other: a fixed player or a
 frozen earlier version of the policy, as `opponents` (set by the worker) draws one per
-episode; each game keeps the opponent it drew until it ends. The opponent's moves are
+episode, or for a share of the games (`set_fixed`) a fixed player; each game keeps the
+opponent it drew until it ends. The opponent's moves are
 made inside the env, for every copy whose turn it is at once (one batched forward
 pass), so a step of the vector env is the policy's move
 and the opponent's reply, and its reward is the policy's seat's reward over both
@@ -28,6 +29,19 @@ from distributed_ac.core.errors import EnvError
 from distributed_ac.envs import games
 
 
+def fixed_id(kind: str) -> int:
+    """The opponent id a game against a fixed player holds: -1 random, -2 greedy (the
+    frozen versions' ids are their version numbers, >= 0)."""
+    return -1 - games.BASELINES.index(kind)
+
+
+def fixed_moves(kind: str, obs: dict, rng: np.random.Generator) -> np.ndarray:
+    masks = np.asarray(obs["action_mask"])
+    if kind == "greedy":
+        return games.greedy_moves(np.asarray(obs["observation"]), masks, rng)
+    return games.random_moves(masks, rng)
+
+
 class Baseline:
     """A fixed opponent, `random` or `greedy` (envs/games.py), for every episode."""
 
@@ -35,16 +49,13 @@ class Baseline:
         self.kind = kind
 
     def draw(self, rng: np.random.Generator) -> int:
-        return -1
+        return fixed_id(self.kind)
 
     def release(self, playing: np.ndarray) -> None:
         """Nothing to let go: a fixed player has no versions."""
 
     def act(self, obs: dict, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        masks = np.asarray(obs["action_mask"])
-        if self.kind == "greedy":
-            return games.greedy_moves(np.asarray(obs["observation"]), masks, rng)
-        return games.random_moves(masks, rng)
+        return fixed_moves(self.kind, obs, rng)
 
 
 class SelfPlayVectorEnv(gym.vector.VectorEnv):
@@ -74,6 +85,9 @@ class SelfPlayVectorEnv(gym.vector.VectorEnv):
         self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": AutoresetMode.NEXT_STEP}
         self.render_mode = getattr(first, "render_mode", None)
         self.opponents = Baseline("random")
+        # a share of games against fixed players instead of `opponents` (set_fixed)
+        self.fixed: tuple[str, ...] = ()
+        self.fixed_share = 0.0
         self._rngs = [np.random.default_rng(c) for c in range(num_envs)]
         self._seat = [self.agents[0]] * num_envs  # the policy's seat in each copy
         self.opponent_ids = np.full(num_envs, -1)  # each copy's opponent (opponents.draw)
@@ -96,7 +110,18 @@ class SelfPlayVectorEnv(gym.vector.VectorEnv):
         self.copies[c].reset(seed=seed, options=options)
         rng = self._rngs[c]
         self._seat[c] = self.agents[int(rng.integers(2))]
-        self.opponent_ids[c] = self.opponents.draw(rng)
+        # the share's draw only when there is a share, so runs without one draw as before
+        if self.fixed_share > 0 and rng.random() < self.fixed_share:
+            self.opponent_ids[c] = fixed_id(self.fixed[int(rng.integers(len(self.fixed)))])
+        else:
+            self.opponent_ids[c] = self.opponents.draw(rng)
+
+    def set_fixed(self, kinds: tuple[str, ...], share: float) -> None:
+        """Play a share of the games started from now on against `kinds` (one drawn
+        uniformly per game), the rest against `opponents`."""
+        if "greedy" in kinds:
+            games.check_greedy(self.single_observation_space["observation"].shape, self.name)
+        self.fixed, self.fixed_share = tuple(kinds), float(share)
 
     def step(self, actions):
         actions = np.asarray(actions)
@@ -134,7 +159,17 @@ class SelfPlayVectorEnv(gym.vector.VectorEnv):
         obs = [self.copies[c].observe(self.copies[c].agent_selection) for c in waiting]
         batch = concatenate(self.single_observation_space, obs,
                             create_empty_array(self.single_observation_space, len(obs), np.zeros))
-        moves = self.opponents.act(batch, self.opponent_ids[waiting], self._rngs[waiting[0]])
+        # fixed players' games (ids < 0) first, then the frozen versions', in the order
+        # OpponentPool.act plays them, so the random stream is the one it always was
+        ids, rng = self.opponent_ids[waiting], self._rngs[waiting[0]]
+        moves = np.zeros(len(waiting), np.int64)
+        for kind in games.BASELINES:
+            rows = np.flatnonzero(ids == fixed_id(kind))
+            if len(rows):
+                moves[rows] = fixed_moves(kind, _rows(batch, rows), rng)
+        rows = np.flatnonzero(ids >= 0)
+        if len(rows):
+            moves[rows] = self.opponents.act(_rows(batch, rows), ids[rows], rng)
         for c, move in zip(waiting, moves):
             self.copies[c].step(int(move))
             rewards[c] += self.copies[c].rewards[self._seat[c]]
@@ -151,3 +186,7 @@ class SelfPlayVectorEnv(gym.vector.VectorEnv):
     def close(self, **kwargs):
         for game in self.copies:
             game.close()
+
+
+def _rows(batch: dict, rows: np.ndarray) -> dict:
+    return {key: np.asarray(v)[rows] for key, v in batch.items()}

@@ -193,3 +193,53 @@ def test_self_play_settings_that_cannot_be_are_config_errors(fields, needle):
 def test_self_play_on_what_is_no_two_player_game_is_an_env_error(env, needle):
     with pytest.raises(EnvError, match=needle):
         make_vector_env(env, 1, self_play=True)
+
+
+class _Version7:
+    """A pool that always draws version 7 and plays random moves: only its games reach it."""
+
+    def draw(self, rng):
+        return 7
+
+    def release(self, playing):
+        pass
+
+    def act(self, obs, ids, rng):
+        assert set(ids.tolist()) == {7}, ids  # no fixed player's game is handed to the pool
+        return random_moves(np.asarray(obs["action_mask"]), rng)
+
+
+def test_a_share_of_games_is_drawn_against_the_fixed_players_each_kept_to_its_end():
+    """train_opponent_share 0.3 over random and greedy: about 15% of the games each, the
+    other 70% the pool's; a game's opponent changes only when a new game starts."""
+    venv = make_vector_env(TTT, 16, self_play=True)
+    venv.opponents = _Version7()
+    venv.set_fixed(("random", "greedy"), 0.3)
+    rng, drawn = np.random.default_rng(3), []
+    obs, _ = venv.reset(seed=0)
+    held, ended = venv.opponent_ids.copy(), np.zeros(16, bool)
+    for _ in range(1500):
+        obs, _, term, trunc, _ = venv.step(random_moves(obs["action_mask"], rng))
+        assert np.all(venv.opponent_ids[~ended] == held[~ended])  # no switch mid-game
+        held, ended = venv.opponent_ids.copy(), term | trunc
+        drawn += list(held[ended])  # the opponent each finished game was played by
+    drawn = np.array(drawn)
+    assert len(drawn) > 3000
+    for opponent, share in ((-1, 0.15), (-2, 0.15), (7, 0.7)):
+        assert abs(np.mean(drawn == opponent) - share) < 0.025, (opponent, np.mean(drawn == opponent))
+
+
+def test_greedy_games_of_the_share_are_played_by_the_greedy_player():
+    """share 1, greedy only: random moves lose most games, as against Baseline('greedy')."""
+    venv = make_vector_env(TTT, 8, self_play=True)
+    venv.set_fixed(("greedy",), 1.0)
+    games, _ = play(venv, 3000, np.random.default_rng(2))
+    assert np.mean(games < 0) > 0.6 and set(venv.opponent_ids) == {-2}
+
+
+@pytest.mark.parametrize("fields", [dict(train_opponent_share=1.5, train_opponents=("greedy",)),
+                                    dict(train_opponent_share=0.5, train_opponents=("minimax",)),
+                                    dict(train_opponent_share=0.5)])
+def test_a_share_outside_0_1_or_an_unknown_player_is_a_config_error(fields):
+    with pytest.raises(ConfigError, match="train_opponent_share must be in"):
+        Config(env=TTT, self_play=True, **fields)

@@ -62,24 +62,31 @@ def _entry_point(env: str):
 
 
 @functools.lru_cache(maxsize=8)
-def made_names(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """What a `module:attr` entry point's env calls itself: the `spec.id` of the
-    Gymnasium env it makes, or a PettingZoo env's `metadata["name"]`; () for a plain id,
-    or when making it fails (the run's own checks report that in one line)."""
-    if ":" not in env:
-        return ()
+def made_once(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[tuple[str, ...], object]:
+    """One copy of `env` (an id, or a `module:attr` entry point called as a run calls it),
+    made and closed: (the name it calls itself, the `spec.id` of a Gymnasium env or a
+    PettingZoo env's `metadata["name"]`, as a 0- or 1-tuple; its `observation_space`
+    attribute, None where it has none). ((), None) when making it fails: the run's own
+    checks report that in one line."""
     try:
         import_packages(gym_packages)
-        made_env = _entry_point(env)()
+        made_env = _entry_point(env)() if ":" in env else gym.make(env)
     except Exception:  # the same failure is reported, in one line, when the run makes it
-        return ()
+        return (), None
     try:
         spec = getattr(made_env, "spec", None)
         name = spec.id if spec is not None else getattr(made_env, "metadata", {}).get("name")
-        return (name,) if isinstance(name, str) and name else ()
+        names = (name,) if isinstance(name, str) and name else ()
+        return names, getattr(made_env, "observation_space", None)
     finally:
         with contextlib.suppress(Exception):
             made_env.close()
+
+
+def made_names(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What a `module:attr` entry point's env calls itself (made_once's names); () for a
+    plain id, or when making it fails."""
+    return made_once(env, tuple(gym_packages))[0] if ":" in env else ()
 
 
 def parallel_maker_of(env: str):

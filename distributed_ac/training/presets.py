@@ -16,7 +16,7 @@ def preset_for(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[Path | Non
     if ":" not in env:
         found = presets.match(env)
     else:
-        from distributed_ac.envs.vector import made_names  # makes one copy
+        from distributed_ac.envs.vector import made_names  # one copy, kept for kind_of
 
         found = presets.match(env, *made_names(env, tuple(gym_packages)))
     path, name = found
@@ -29,30 +29,14 @@ def preset_for(env: str, gym_packages: tuple[str, ...] = ()) -> tuple[Path | Non
 
 def kind_of(env: str, gym_packages: tuple[str, ...] = ()) -> str | None:
     """The KINDS entry a Gymnasium env's observation space puts it in (a bare Discrete:
-    tabular), from one copy made here; None for other envs, PettingZoo's, or one that
-    cannot be made (the run's own checks report that in one line)."""
-    import contextlib
-    import importlib
+    tabular), from the one copy envs.vector.made_once makes; None for other envs,
+    PettingZoo's, or one that cannot be made."""
+    from gymnasium.spaces import Discrete
 
-    import gymnasium as gym
+    from distributed_ac.envs.vector import made_once
 
-    from distributed_ac.envs.packages import import_packages
-
-    try:
-        import_packages(gym_packages)
-        if ":" in env:  # module:attr, called as the run calls it
-            module, _, attr = env.partition(":")
-            made = getattr(importlib.import_module(module), attr)()
-        else:
-            made = gym.make(env)
-    except Exception:  # the same failure is reported, in one line, when the run makes it
-        return None
-    try:
-        space = getattr(made, "observation_space", None)
-        return "tabular" if isinstance(space, gym.spaces.Discrete) else None
-    finally:
-        with contextlib.suppress(Exception):
-            made.close()
+    space = made_once(env, tuple(gym_packages))[1]
+    return "tabular" if isinstance(space, Discrete) else None
 
 
 def preset_note(preset: Path | None, name: str, env: str) -> str | None:

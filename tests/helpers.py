@@ -145,3 +145,29 @@ def tensorboard_scalars(run_dir) -> dict[tuple[str, int], float]:
                 assert v.metadata.plugin_data.plugin_name == "scalars"
                 found[(v.tag, event.step)] = float(tf.make_ndarray(v.tensor))
     return found
+
+
+# ---- exports ----------------------------------------------------------------------------
+
+def export_acts_as_numpy_policy(run_dir, saved_model, encoder: str):
+    """The SavedModel `dac export` wrote from `run_dir` against the run's NumPy policy:
+    asserts the run's encoder is `encoder` and that the export's greedy actions on 256
+    random observations are the NumPy policy's, both actions occurring (so the argmax
+    really compared); returns (the loaded SavedModel, the run's Trained, the obs)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from distributed_ac.acting.numpy_policy import Policy
+    from distributed_ac.trained.load import load_trained
+
+    _, space, learner, _ = load_trained(run_dir)
+    assert learner.spec.encoder == encoder
+    model = tf.saved_model.load(str(saved_model))
+    obs = np.random.default_rng(1).normal(size=(256, space.obs_dim)).astype(np.float32)
+    policy = Policy(space, learner.spec)
+    policy.load(learner.weights())
+    _, expected, _ = policy.act(obs, None, deterministic=True)
+    np.testing.assert_array_equal(model.action(obs).numpy(), expected)
+    assert len(np.unique(expected)) > 1
+    return model, learner, obs
+

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 from failed_runs import crash_report
+from helpers import export_acts_as_numpy_policy
 from paths import FAST_CONFIG
 
 pytestmark = pytest.mark.e2e
@@ -52,21 +53,8 @@ def test_evaluate_plays_the_trained_mlp_ln_policy(trained):
 
 def test_the_exported_saved_model_acts_as_the_numpy_policys_deterministic_action(trained,
                                                                                   tmp_path):
-    import tensorflow as tf
-
-    from distributed_ac.acting.numpy_policy import Policy
-    from distributed_ac.trained.load import load_trained
-
     run_dir, _ = trained
     dac("export", str(run_dir), "--out", str(tmp_path / "policy"), timeout=300)
-    cfg, space, learner, _ = load_trained(run_dir)
-    assert learner.spec.encoder == "mlp_ln"
-    model = tf.saved_model.load(str(tmp_path / "policy"))
-    obs = np.random.default_rng(1).normal(size=(256, space.obs_dim)).astype(np.float32)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
-    _, expected, _ = policy.act(obs, None, deterministic=True)
-    np.testing.assert_array_equal(model.action(obs).numpy(), expected)
-    assert len(np.unique(expected)) > 1  # both actions occur: the argmax really compared
+    model, learner, obs = export_acts_as_numpy_policy(run_dir, tmp_path / "policy", "mlp_ln")
     np.testing.assert_allclose(model.value(obs).numpy(), learner.nets.critic(obs).numpy()[:, 0],
                                rtol=1e-5, atol=1e-5)

@@ -6,10 +6,9 @@ and exports; a twin that disagrees with its Keras layer is refused in one line."
 import json
 import re
 
-import numpy as np
 import pytest
 from failed_runs import crash_report
-from helpers import cli_run, dac_with_tests
+from helpers import cli_run, dac_with_tests, export_acts_as_numpy_policy
 from paths import FAST_CONFIG
 
 pytestmark = pytest.mark.e2e
@@ -47,23 +46,10 @@ def test_the_export_of_a_users_encoder_acts_as_the_workers_numpy_policy(trained,
                                                                          capsys):
     """`dac export` runs the TF module's forward_of over copies of the arrays; its greedy
     actions are the NumPy policy's, built from the twin."""
-    import tensorflow as tf
-
-    from distributed_ac.acting.numpy_policy import Policy
-    from distributed_ac.trained.load import load_trained
-
     run_dir, _ = trained
     code, _, err = cli_run(capsys, "export", str(run_dir), "--out", str(tmp_path / "policy"))
     assert code == 0, err[-2000:]
-    _, space, learner, _ = load_trained(run_dir)
-    assert learner.spec.encoder == TORSO
-    model = tf.saved_model.load(str(tmp_path / "policy"))
-    obs = np.random.default_rng(1).normal(size=(256, space.obs_dim)).astype(np.float32)
-    policy = Policy(space, learner.spec)
-    policy.load(learner.weights())
-    _, expected, _ = policy.act(obs, None, deterministic=True)
-    np.testing.assert_array_equal(model.action(obs).numpy(), expected)
-    assert len(np.unique(expected)) > 1  # both actions occur: the argmax really compared
+    export_acts_as_numpy_policy(run_dir, tmp_path / "policy", TORSO)
 
 
 def test_a_ray_worker_imports_the_users_encoder_itself(tmp_path):

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from distributed_ac.config.checks import target_is_v
 from distributed_ac.config.plan import RunPlan
-from distributed_ac.config.schema import Config, target_is_v
+from distributed_ac.config.schema import Config
 
 
 @dataclasses.dataclass(frozen=True)
